@@ -1,0 +1,64 @@
+"""The exception tree. Every error samzamp raises derives from ``SamzampError``::
+
+SamzampError
+├── ConfigError            a config key is missing, malformed or contradicts another (exit code 2)
+├── SerdeError             a key or message could not be (de)serialized
+├── TaskError              user code failed: names the task, SSP and offset
+│   └── CallbackTimeoutError   a process callback did not complete within task.callback.timeout.ms
+├── CheckpointError        a checkpoint could not be read or written
+├── SystemFailureError     a system (Kafka) failed in a way samzamp cannot recover from
+└── IllegalCallbackStateError  complete()/failure() called twice on one callback
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "CallbackTimeoutError",
+    "CheckpointError",
+    "ConfigError",
+    "IllegalCallbackStateError",
+    "SamzampError",
+    "SerdeError",
+    "SystemFailureError",
+    "TaskError",
+]
+
+
+class SamzampError(Exception):
+    """Root of every error samzamp raises."""
+
+
+class ConfigError(SamzampError):
+    """A config key is missing, malformed, unknown or contradicts another key.
+
+    ``key`` names the offending key; the message says what is wrong and what to do.
+    """
+
+    def __init__(self, key: str, problem: str) -> None:
+        super().__init__(f"config error: {key}: {problem}")
+        self.key = key
+        self.problem = problem
+
+
+class SerdeError(SamzampError):
+    """A key or message could not be serialized or deserialized."""
+
+
+class TaskError(SamzampError):
+    """A task's own code raised, or reported failure through its callback."""
+
+
+class CallbackTimeoutError(TaskError):
+    """A process callback was not completed within task.callback.timeout.ms."""
+
+
+class CheckpointError(SamzampError):
+    """A checkpoint could not be read, decoded or written."""
+
+
+class SystemFailureError(SamzampError):
+    """A system (e.g. Kafka) failed in a way samzamp cannot recover from."""
+
+
+class IllegalCallbackStateError(SamzampError):
+    """A TaskCallback was completed or failed more than once."""

@@ -1,0 +1,30 @@
+"""Round-robin MessageChooser: holds at most one envelope per SSP and hands them out first in, first out.
+
+The contract is Samza's: ``update`` is called with an SSP's next envelope only after the previous one
+from that SSP was chosen *and* taken for processing, so one busy task never lets its SSP hog the loop.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+from samzamp.api.envelope import SystemStreamPartition
+from samzamp.systems.base import RawMessage
+
+__all__ = ["RoundRobinChooser"]
+
+
+class RoundRobinChooser:
+    __slots__ = ("_queue",)
+
+    def __init__(self) -> None:
+        self._queue: deque[tuple[SystemStreamPartition, RawMessage]] = deque()
+
+    def update(self, ssp: SystemStreamPartition, message: RawMessage) -> None:
+        self._queue.append((ssp, message))
+
+    def choose(self) -> tuple[SystemStreamPartition, RawMessage] | None:
+        return self._queue.popleft() if self._queue else None
+
+    def __len__(self) -> int:
+        return len(self._queue)

@@ -1,0 +1,1 @@
+"""Command-line entry points; bin/ scripts exec ``python -m samzamp.cli.<command>``."""

@@ -1,0 +1,1 @@
+"""4. Collect: completions in, contiguous committable offsets out; outputs to producers."""

@@ -1,0 +1,95 @@
+"""The MessageCollector a task sends through: serialize with the stream's serdes, count the send for commit."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from samzamp.api.collector import MessageCollector
+from samzamp.api.envelope import OutgoingMessageEnvelope, SystemStream
+from samzamp.api.errors import SerdeError, SystemFailureError
+from samzamp.api.serde import Serde
+from samzamp.metrics.registry import Counter
+from samzamp.systems.base import DeliveryTracker, SystemProducer
+
+__all__ = ["TaskCollector"]
+
+log = logging.getLogger(__name__)
+
+SerdeLookup = Callable[[SystemStream], tuple[Serde | None, Serde | None]]
+
+
+class TaskCollector(MessageCollector):
+    """One per task. ``tracker`` counts its sends and their acks so the task's commit can wait for them."""
+
+    __slots__ = (
+        "_dropped",
+        "_drop_errors",
+        "_producers",
+        "_send_calls",
+        "_serdes",
+        "_serdes_of",
+        "task_name",
+        "tracker",
+    )
+
+    def __init__(
+        self,
+        task_name: str,
+        producers: dict[str, SystemProducer],
+        serdes_of: SerdeLookup,
+        drop_serialization_errors: bool,
+        send_calls: Counter,
+        dropped: Counter,
+    ) -> None:
+        self.task_name = task_name
+        self.tracker = DeliveryTracker()
+        self._producers = producers
+        self._serdes_of = serdes_of
+        self._serdes: dict[SystemStream, tuple[Any, Any, SystemProducer]] = {}
+        self._drop_errors = drop_serialization_errors
+        self._send_calls = send_calls
+        self._dropped = dropped
+
+    def _route(self, ss: SystemStream) -> tuple[Any, Any, SystemProducer]:
+        try:
+            producer = self._producers[ss.system]
+        except KeyError:
+            raise SystemFailureError(
+                f"task {self.task_name!r} sent to {ss}, but system {ss.system!r} is not configured (add systems.{ss.system}.samza.factory)"
+            ) from None
+        key_serde, msg_serde = self._serdes_of(ss)
+        route = self._serdes[ss] = (key_serde, msg_serde, producer)
+        return route
+
+    def send(self, envelope: OutgoingMessageEnvelope) -> None:
+        ss = envelope.system_stream
+        route = self._serdes.get(ss) or self._route(ss)
+        key_serde, msg_serde, producer = route
+        try:
+            key = _encode(key_serde, envelope.key)
+            value = _encode(msg_serde, envelope.message)
+            pkey = _encode(key_serde, envelope.partition_key) if envelope.partition_key is not None else None
+        except Exception as e:
+            if self._drop_errors:
+                self._dropped.count += 1
+                log.warning("task %r: dropped an output to %s that failed to serialize: %s", self.task_name, ss, e)
+                return
+            raise SerdeError(
+                f"task {self.task_name!r}: cannot serialize an output to {ss}: {type(e).__name__}: {e} "
+                "(set its serdes with streams.<id>.samza.key.serde / msg.serde, or task.drop.serialization.errors=true)"
+            ) from e
+        self._send_calls.count += 1
+        producer.send(ss.stream, key, value, envelope.partition, pkey, self.tracker)
+
+
+def _encode(serde: Any, value: Any) -> bytes | None:
+    if value is None:
+        return None
+    if serde is None:
+        if isinstance(value, (bytes, bytearray, memoryview)):
+            return bytes(value)
+        raise TypeError(f"no serde is configured and {type(value).__name__} is not bytes")
+    out: bytes = serde.to_bytes(value)
+    return out

@@ -1,0 +1,1 @@
+"""5. Commit: the commit pipeline and the checkpoint formats and topic."""

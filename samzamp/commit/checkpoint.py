@@ -1,0 +1,86 @@
+"""Checkpoint records: versioned msgspec Structs (JSON on the wire), keyed by task name.
+
+The key is ``{"type": "checkpoint", "task_name": ..., "grouper": ...}`` so that a compacted topic keeps
+one record per task. The value is a tagged union on ``version``: old versions stay decodable when new
+ones are added. Offsets are *last processed* offsets (restart resumes at offset + 1), as in Samza.
+Each SSP entry carries ``key_bucket`` (-1 = none), so virtual tasks (job.elasticity.factor > 1) can
+checkpoint per key bucket without a new format; a reader of this version that finds no key_bucket
+takes -1.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import msgspec
+
+from samzamp.api.envelope import SystemStreamPartition
+from samzamp.api.errors import CheckpointError
+
+__all__ = ["CheckpointKey", "CheckpointV1", "SSPOffset", "decode_checkpoint", "encode_checkpoint", "new_checkpoint_id"]
+
+
+class CheckpointKey(msgspec.Struct, frozen=True):
+    task_name: str
+    grouper: str
+    type: str = "checkpoint"
+
+
+class SSPOffset(msgspec.Struct, frozen=True):
+    system: str
+    stream: str
+    partition: int
+    offset: int
+    key_bucket: int = -1
+
+    @property
+    def ssp(self) -> SystemStreamPartition:
+        return SystemStreamPartition(self.system, self.stream, self.partition, self.key_bucket)
+
+
+class CheckpointV1(msgspec.Struct, frozen=True, tag="1", tag_field="version"):
+    checkpoint_id: str
+    task_name: str
+    input_offsets: list[SSPOffset]
+    # store name -> changelog marker (issue 4: the newest changelog offset at this checkpoint)
+    state_markers: dict[str, str] = {}
+
+    def offsets(self) -> dict[SystemStreamPartition, int]:
+        return {o.ssp: o.offset for o in self.input_offsets}
+
+
+Checkpoint = CheckpointV1  # the union of all versions, newest first, as they are added
+
+_key_enc = msgspec.json.Encoder()
+_key_dec = msgspec.json.Decoder(CheckpointKey)
+_enc = msgspec.json.Encoder()
+_dec = msgspec.json.Decoder(Checkpoint)
+
+
+def new_checkpoint_id() -> str:
+    """Samza's CheckpointId form: ``<millis>-<sub-millisecond>``, unique and ordered within a process."""
+    return f"{int(time.time() * 1000)}-{time.monotonic_ns() % 1_000_000:06d}{os.getpid() % 100:02d}"
+
+
+def encode_checkpoint(key: CheckpointKey, checkpoint: Checkpoint) -> tuple[bytes, bytes]:
+    return _key_enc.encode(key), _enc.encode(checkpoint)
+
+
+def decode_key(data: bytes) -> CheckpointKey | None:
+    """The key, or None for a record that is not a checkpoint of this format (skipped)."""
+    try:
+        key = _key_dec.decode(data)
+    except msgspec.DecodeError:
+        return None
+    return key if key.type == "checkpoint" else None
+
+
+def decode_checkpoint(task_name: str, data: bytes) -> Checkpoint:
+    try:
+        return _dec.decode(data)
+    except msgspec.DecodeError as e:
+        raise CheckpointError(
+            f"checkpoint of task {task_name!r} cannot be decoded ({e}); it was written by a newer samzamp "
+            "or is corrupt: upgrade, or reset the task's offsets with samza.reset.offset"
+        ) from None

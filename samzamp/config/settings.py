@@ -1,0 +1,307 @@
+"""Typed, frozen views of the config, one per area, each handed only to the component that needs it.
+
+``JobSettings.from_config`` reads and checks every key the container uses; with ``check_keys`` it is
+the whole validation that runs before anything connects (see ``samzamp.config.validate``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from samzamp.api.envelope import SystemStream
+from samzamp.api.errors import ConfigError
+from samzamp.config.config import Config
+
+__all__ = ["JobSettings", "StreamSettings", "SystemSettings", "TaskSettings", "checkpoint_topic_name"]
+
+_GROUPERS = {
+    "GroupByPartition": "GroupByPartition",
+    "GroupByPartitionFactory": "GroupByPartition",
+    "org.apache.samza.container.grouper.stream.GroupByPartitionFactory": "GroupByPartition",
+    "GroupBySystemStreamPartition": "GroupBySystemStreamPartition",
+    "GroupBySystemStreamPartitionFactory": "GroupBySystemStreamPartition",
+    "org.apache.samza.container.grouper.stream.GroupBySystemStreamPartitionFactory": "GroupBySystemStreamPartition",
+}
+_SYSTEM_FACTORIES = {
+    "kafka": "kafka",
+    "org.apache.samza.system.kafka.KafkaSystemFactory": "kafka",
+    "inmemory": "inmemory",
+    "org.apache.samza.system.inmemory.InMemorySystemFactory": "inmemory",
+}
+
+
+@dataclass(frozen=True)
+class TaskSettings:
+    """The run loop's view: task.* keys."""
+
+    task_class: str
+    inputs: tuple[SystemStream, ...]
+    window_ms: int
+    commit_ms: int
+    max_concurrency: int
+    callback_timeout_ms: int
+    shutdown_ms: int
+    max_idle_ms: int
+    poll_interval_ms: int
+    drop_deserialization_errors: bool
+    drop_serialization_errors: bool
+    drop_producer_errors: bool
+    ignored_exceptions: tuple[str, ...]
+    fetch_threshold: int
+    consumer_batch_size: int
+
+
+@dataclass(frozen=True)
+class SystemSettings:
+    """One system: its factory, serde defaults and client configs."""
+
+    name: str
+    factory: str
+    key_serde: str | None
+    msg_serde: str | None
+    offset_default: str
+    reset_offset: bool
+    replication_factor: int
+    default_partitions: int
+    consumer: dict[str, Any]
+    producer: dict[str, Any]
+    bootstrap_servers: str | None
+
+
+@dataclass(frozen=True)
+class StreamSettings:
+    """One stream: its system, physical name, serdes, starting offset rules and topic configs."""
+
+    stream_id: str
+    system: str
+    physical_name: str
+    key_serde: str | None
+    msg_serde: str | None
+    offset_default: str
+    reset_offset: bool
+    partitions: int | None
+    topic_configs: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def system_stream(self) -> SystemStream:
+        return SystemStream(self.system, self.physical_name)
+
+
+def checkpoint_topic_name(job_name: str, job_id: str) -> str:
+    """Samza's checkpoint topic name (underscores in name and id become dashes)."""
+    return f"__samza_checkpoint_ver_1_for_{job_name.replace('_', '-')}_{job_id.replace('_', '-')}"
+
+
+@dataclass(frozen=True)
+class JobSettings:
+    """Everything the container reads from the config, validated."""
+
+    config: Config
+    name: str
+    id: str
+    default_system: str | None
+    pool_size: int
+    grouper: str
+    checkpoint_system: str
+    checkpoint_topic: str
+    checkpoint_replication_factor: int
+    checkpoint_segment_bytes: int
+    checkpoint_validation: bool
+    metrics_log_interval_ms: int
+    task: TaskSettings
+    systems: dict[str, SystemSettings]
+    serializers: dict[str, str]
+
+    @classmethod
+    def from_config(cls, config: Config) -> JobSettings:
+        name = config.require_str("job.name", 'name the job, e.g. job.name = "word-count"')
+        job_id = config.get_str("job.id", "1") or "1"
+        default_system = config.get_str("job.default.system")
+        systems = {s: _system(config, s) for s in _system_names(config)}
+        if default_system is not None and default_system not in systems:
+            raise ConfigError(
+                "job.default.system",
+                f"names system {default_system!r}, but there is no systems.{default_system}.samza.factory",
+            )
+
+        grouper_raw = config.get_str("job.systemstreampartition.grouper.factory", "GroupByPartition") or ""
+        grouper = _GROUPERS.get(grouper_raw)
+        if grouper is None:
+            raise ConfigError(
+                "job.systemstreampartition.grouper.factory",
+                f"unknown grouper {grouper_raw!r}; use GroupByPartition or GroupBySystemStreamPartition",
+            )
+        pool_size = config.get_int("job.container.thread.pool.size", 0)
+        if pool_size >= 2:
+            # The worker-process pool is issue 3; refuse rather than silently run inline.
+            raise ConfigError(
+                "job.container.thread.pool.size",
+                f"worker processes (>= 2) are not available yet (issue 3); got {pool_size}, use 0 or 1",
+            )
+        if config.get_int("job.elasticity.factor", 1) != 1:
+            raise ConfigError("job.elasticity.factor", "virtual tasks (factor > 1) are not available yet; use 1")
+        if config.get_str("job.coordinator.factory", "passthrough") == "zk":
+            raise ConfigError("job.coordinator.factory", "zk (standalone mode) is not available yet; use passthrough")
+        if config.get_int("job.container.count", 1) != 1:
+            raise ConfigError("job.container.count", "one container per job until standalone mode; use 1")
+        if config.get_bool("task.async.commit", False):
+            raise ConfigError("task.async.commit", "asynchronous commit is not supported; set it to false")
+
+        checkpoint_system = config.get_str("task.checkpoint.system") or default_system
+        if checkpoint_system is None:
+            if len(systems) == 1:
+                checkpoint_system = next(iter(systems))
+            else:
+                raise ConfigError(
+                    "task.checkpoint.system", "is required when there is no job.default.system and more than one system"
+                )
+        if checkpoint_system not in systems:
+            raise ConfigError(
+                "task.checkpoint.system",
+                f"names system {checkpoint_system!r}, which has no systems.{checkpoint_system}.samza.factory",
+            )
+
+        serializers = {
+            key[len("serializers.registry.") : -len(".class")]: str(config[key])
+            for key in config
+            if key.startswith("serializers.registry.") and key.endswith(".class")
+        }
+        task = _task(config, systems)
+        return cls(
+            config=config,
+            name=name,
+            id=job_id,
+            default_system=default_system,
+            pool_size=pool_size,
+            grouper=grouper,
+            checkpoint_system=checkpoint_system,
+            checkpoint_topic=checkpoint_topic_name(name, job_id),
+            checkpoint_replication_factor=config.get_int("task.checkpoint.replication.factor", 1),
+            checkpoint_segment_bytes=config.get_int("task.checkpoint.segment.bytes", 26214400),
+            checkpoint_validation=config.get_bool("job.checkpoint.validation.enabled", True),
+            metrics_log_interval_ms=config.get_int("metrics.log.interval.ms", 60000),
+            task=task,
+            systems=systems,
+            serializers=serializers,
+        )
+
+    def stream(self, system_stream: SystemStream) -> StreamSettings:
+        """Settings of the stream at ``system_stream`` (system + physical name)."""
+        return _stream(self.config, self.systems, system_stream)
+
+
+def _system_names(config: Config) -> list[str]:
+    names = sorted({k.split(".")[1] for k in config if k.startswith("systems.") and k.count(".") >= 2})
+    for s in names:
+        if f"systems.{s}.samza.factory" not in config:
+            raise ConfigError(
+                f"systems.{s}.samza.factory",
+                f"system {s!r} is configured but has no factory; set it to kafka or inmemory",
+            )
+    return names
+
+
+def _system(config: Config, s: str) -> SystemSettings:
+    raw = config.require_str(f"systems.{s}.samza.factory", "kafka or inmemory")
+    factory = _SYSTEM_FACTORIES.get(raw)
+    if factory is None:
+        raise ConfigError(f"systems.{s}.samza.factory", f"unknown system factory {raw!r}; use kafka or inmemory")
+    p = f"systems.{s}."
+    offset_default = (
+        config.get_str(p + "default.stream.samza.offset.default")
+        or config.get_str(p + "samza.offset.default")
+        or "upcoming"
+    )
+    return SystemSettings(
+        name=s,
+        factory=factory,
+        key_serde=config.get_str(p + "default.stream.samza.key.serde") or config.get_str(p + "samza.key.serde"),
+        msg_serde=config.get_str(p + "default.stream.samza.msg.serde") or config.get_str(p + "samza.msg.serde"),
+        offset_default=offset_default,
+        reset_offset=config.get_bool(p + "default.stream.samza.reset.offset", False),
+        replication_factor=config.get_int(p + "default.stream.replication.factor", 1),
+        default_partitions=config.get_int(p + "default.stream.partitions", 1),
+        consumer=config.subset(p + "consumer."),
+        producer=config.subset(p + "producer."),
+        bootstrap_servers=config.get_str(p + "bootstrap.servers"),
+    )
+
+
+def _stream_id_for(config: Config, system_stream: SystemStream) -> str:
+    for key in config:
+        if key.startswith("streams.") and key.endswith(".samza.physical.name") and config[key] == system_stream.stream:
+            sid = key[len("streams.") : -len(".samza.physical.name")]
+            if (config.get_str(f"streams.{sid}.samza.system") or system_stream.system) == system_stream.system:
+                return sid
+    return system_stream.stream
+
+
+def _stream(config: Config, systems: dict[str, SystemSettings], ss: SystemStream) -> StreamSettings:
+    sid = _stream_id_for(config, ss)
+    p = f"streams.{sid}."
+    system = systems[ss.system]
+    topic_configs = {k: str(v) for k, v in config.subset(p).items() if not k.startswith("samza.") and k != "partitions"}
+    partitions = config.get_int(p + "partitions", 0) or None
+    for flag in ("bootstrap", "broadcast"):
+        if config.get_bool(f"{p}samza.{flag}", False):
+            raise ConfigError(
+                f"{p}samza.{flag}", f"{flag} streams are not supported yet; remove the key or set it to false"
+            )
+    return StreamSettings(
+        stream_id=sid,
+        system=ss.system,
+        physical_name=ss.stream,
+        key_serde=config.get_str(p + "samza.key.serde") or system.key_serde,
+        msg_serde=config.get_str(p + "samza.msg.serde") or system.msg_serde,
+        offset_default=config.get_str(p + "samza.offset.default") or system.offset_default,
+        reset_offset=config.get_bool(p + "samza.reset.offset", False) or system.reset_offset,
+        partitions=partitions,
+        topic_configs=topic_configs,
+    )
+
+
+def parse_system_stream(
+    key: str, text: str, default_system: str | None, systems: dict[str, SystemSettings]
+) -> SystemStream:
+    """``system.stream`` (or a bare stream with job.default.system) checked against the configured systems."""
+    system, dot, stream = text.partition(".")
+    if not dot:
+        if default_system is None:
+            raise ConfigError(key, f"{text!r} names no system; write it as system.stream or set job.default.system")
+        system, stream = default_system, text
+    if not stream:
+        raise ConfigError(key, f"{text!r} has an empty stream name; write it as system.stream")
+    if system not in systems:
+        raise ConfigError(key, f"{text!r} names system {system!r}, which has no systems.{system}.samza.factory")
+    return SystemStream(system, stream)
+
+
+def _task(config: Config, systems: dict[str, SystemSettings]) -> TaskSettings:
+    task_class = config.require_str("task.class", "the task class as module:Class")
+    raw_inputs = config.get_list("task.inputs")
+    if not raw_inputs:
+        raise ConfigError("task.inputs", "is required: list the input streams as system.stream")
+    default_system = config.get_str("job.default.system")
+    inputs = tuple(parse_system_stream("task.inputs", i, default_system, systems) for i in raw_inputs)
+    if len(set(inputs)) != len(inputs):
+        raise ConfigError("task.inputs", "lists a stream twice")
+    for ss in inputs:
+        _stream(config, systems, ss)  # validates the stream's keys now, before anything connects
+    return TaskSettings(
+        task_class=task_class,
+        inputs=inputs,
+        window_ms=config.get_int("task.window.ms", -1),
+        commit_ms=config.get_int("task.commit.ms", 60000),
+        max_concurrency=config.get_int("task.max.concurrency", 1),
+        callback_timeout_ms=config.get_int("task.callback.timeout.ms", -1),
+        shutdown_ms=config.get_int("task.shutdown.ms", 30000),
+        max_idle_ms=config.get_int("task.max.idle.ms", 10),
+        poll_interval_ms=config.get_int("task.poll.interval.ms", 50),
+        drop_deserialization_errors=config.get_bool("task.drop.deserialization.errors", False),
+        drop_serialization_errors=config.get_bool("task.drop.serialization.errors", False),
+        drop_producer_errors=config.get_bool("task.drop.producer.errors", False),
+        ignored_exceptions=tuple(config.get_list("task.ignored.exceptions")),
+        fetch_threshold=config.get_int("task.fetch.threshold", 50000),
+        consumer_batch_size=config.get_int("task.consumer.batch.size", 0),
+    )

@@ -1,0 +1,46 @@
+"""The one validation pass that runs before the container connects to anything."""
+
+from __future__ import annotations
+
+import inspect
+
+from samzamp.api.errors import ConfigError
+from samzamp.api.task import AsyncStreamTask, StreamTask
+from samzamp.config.config import Config
+from samzamp.config.schema import check_keys
+from samzamp.config.settings import JobSettings
+from samzamp.serde.registry import SerdeRegistry, load_object
+
+__all__ = ["load_task_class", "validate"]
+
+
+def load_task_class(path: str) -> type:
+    """Import task.class and check it is a StreamTask or AsyncStreamTask."""
+    cls = load_object(path, "task.class")
+    if not inspect.isclass(cls):
+        raise ConfigError("task.class", f"{path!r} is not a class")
+    if not issubclass(cls, (StreamTask, AsyncStreamTask)):
+        raise ConfigError("task.class", f"{path!r} must subclass samzamp.StreamTask or samzamp.AsyncStreamTask")
+    if inspect.isabstract(cls):
+        missing = ", ".join(sorted(getattr(cls, "__abstractmethods__", ())))
+        raise ConfigError("task.class", f"{path!r} does not implement {missing}")
+    return cls
+
+
+def validate(config: Config) -> JobSettings:
+    """Check every key (names, types, cross-references, serdes, the task class); return the typed view."""
+    check_keys(config)
+    settings = JobSettings.from_config(config)
+    serdes = SerdeRegistry(settings.serializers)
+    for ss in settings.task.inputs:
+        stream = settings.stream(ss)
+        for kind, name in (("key", stream.key_serde), ("msg", stream.msg_serde)):
+            if name is not None:
+                serdes.get(name, f"streams.{stream.stream_id}.samza.{kind}.serde")
+    for key in config:
+        if key.endswith((".samza.key.serde", ".samza.msg.serde")) or (
+            key.startswith("stores.") and key.endswith(".serde")
+        ):
+            serdes.get(str(config[key]), key)
+    load_task_class(settings.task.task_class)
+    return settings

@@ -1,0 +1,156 @@
+"""SystemConsumers: the fan-in of every input system into one chooser.
+
+Threads: one fetch thread polls every SystemConsumer and appends raw messages to per-SSP deques
+(append on the fetch thread, popleft on the loop thread: both atomic in CPython). It then tells the
+loop which SSPs got data with one ``call_soon_threadsafe`` per poll. An SSP whose buffer passes its
+share of task.fetch.threshold is paused at the consumer until the loop has drained it to half.
+
+Flow control (Samza's): the chooser holds at most one envelope per SSP; the SSP's next envelope is
+handed over only when the loop calls ``try_update(ssp)``, i.e. when its task takes the previous one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections import deque
+from collections.abc import Callable
+
+from samzamp.api.envelope import SystemStreamPartition
+from samzamp.choose.round_robin import RoundRobinChooser
+from samzamp.metrics.registry import MetricsRegistry
+from samzamp.systems.base import RawMessage, SystemConsumer
+
+__all__ = ["END_OF_STREAM", "SystemConsumers"]
+
+log = logging.getLogger(__name__)
+
+# A bounded system (in-memory) marks the end of a partition with this offset.
+END_OF_STREAM = -1
+
+
+class SystemConsumers:
+    def __init__(
+        self,
+        consumers: dict[str, SystemConsumer],
+        ssps: list[SystemStreamPartition],
+        chooser: RoundRobinChooser,
+        metrics: MetricsRegistry,
+        fetch_threshold: int,
+        poll_interval_ms: int,
+    ) -> None:
+        self._consumers = consumers
+        self._chooser = chooser
+        self._buffers: dict[SystemStreamPartition, deque[RawMessage]] = {s: deque() for s in ssps}
+        # SSPs whose next envelope the chooser is waiting for (its previous one was taken).
+        self._needed: set[SystemStreamPartition] = set(ssps)
+        self._high = max(64, fetch_threshold // max(1, len(ssps)))
+        self._poll_s = poll_interval_ms / 1000
+        self._paused: set[SystemStreamPartition] = set()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._on_data: Callable[[], None] = lambda: None
+        self._on_error: Callable[[BaseException], None] = lambda e: None
+        self.fetching = True
+        self._chose = metrics.counter("SystemConsumersMetrics", "chose-object")
+        self._polls = metrics.counter("SystemConsumersMetrics", "polls")
+        metrics.gauge("SystemConsumersMetrics", "unprocessed-messages", fn=self.buffered)
+        metrics.gauge("SystemConsumersMetrics", "ssps-needed-by-chooser", fn=lambda: len(self._needed))
+
+    def buffered(self) -> int:
+        return sum(len(b) for b in self._buffers.values()) + len(self._chooser)
+
+    def start(
+        self, loop: asyncio.AbstractEventLoop, on_data: Callable[[], None], on_error: Callable[[BaseException], None]
+    ) -> None:
+        self._loop = loop
+        self._on_data = on_data
+        self._on_error = on_error
+        for c in self._consumers.values():
+            c.start()
+        self._thread = threading.Thread(target=self._fetch_loop, name="samzamp-fetch", daemon=True)
+        self._thread.start()
+
+    def stop_fetching(self) -> None:
+        """Stop polling; what is already buffered stays and can still be chosen."""
+        self.fetching = False
+        self._stop.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=5)
+
+    def stop(self) -> None:
+        self.stop_fetching()
+        for c in self._consumers.values():
+            c.stop()
+
+    # -- fetch thread ------------------------------------------------------------------------
+    def _fetch_loop(self) -> None:
+        loop = self._loop
+        assert loop is not None
+        consumers = list(self._consumers.values())
+        timeout = self._poll_s / max(1, len(consumers))
+        try:
+            while not self._stop.is_set():
+                self._apply_backpressure()
+                got: list[SystemStreamPartition] = []
+                for c in consumers:
+                    for ssp, msgs in c.poll(timeout).items():
+                        self._buffers[ssp].extend(msgs)
+                        got.append(ssp)
+                self._polls.inc()
+                if got and not self._stop.is_set():
+                    loop.call_soon_threadsafe(self._on_fetched, got)
+        except BaseException as e:
+            if not self._stop.is_set():
+                loop.call_soon_threadsafe(self._on_error, e)
+
+    def _apply_backpressure(self) -> None:
+        pause: dict[str, list[SystemStreamPartition]] = {}
+        resume: dict[str, list[SystemStreamPartition]] = {}
+        for ssp, buf in self._buffers.items():
+            n = len(buf)
+            if ssp in self._paused:
+                if n <= self._high // 2:
+                    self._paused.discard(ssp)
+                    resume.setdefault(ssp.system, []).append(ssp)
+            elif n >= self._high:
+                self._paused.add(ssp)
+                pause.setdefault(ssp.system, []).append(ssp)
+        for system, ssps in pause.items():
+            self._consumers[system].pause(ssps)
+        for system, ssps in resume.items():
+            self._consumers[system].resume(ssps)
+
+    # -- loop thread -------------------------------------------------------------------------
+    def _on_fetched(self, ssps: list[SystemStreamPartition]) -> None:
+        fed = False
+        needed = self._needed
+        for ssp in ssps:
+            if ssp in needed:
+                buf = self._buffers[ssp]
+                if buf:
+                    needed.discard(ssp)
+                    self._chooser.update(ssp, buf.popleft())
+                    fed = True
+        if fed:
+            self._on_data()
+
+    def choose(self) -> tuple[SystemStreamPartition, RawMessage] | None:
+        chosen = self._chooser.choose()
+        if chosen is not None:
+            self._chose.count += 1
+        return chosen
+
+    def try_update(self, ssp: SystemStreamPartition) -> None:
+        """The envelope last chosen from ``ssp`` was taken: hand the chooser the next one."""
+        buf = self._buffers[ssp]
+        if buf:
+            self._chooser.update(ssp, buf.popleft())
+        else:
+            self._needed.add(ssp)
+
+    def high_watermark(self, ssp: SystemStreamPartition) -> int | None:
+        c = self._consumers.get(ssp.system)
+        return c.high_watermark(ssp) if c is not None else None

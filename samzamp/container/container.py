@@ -1,0 +1,296 @@
+"""SamzaContainer: builds the object graph from the config and runs it, in Samza's start-up order.
+
+Start: validate config -> systems (embedded broker when a Kafka system names no brokers) -> create
+missing topics -> group SSPs into tasks -> read checkpoints -> starting offsets -> consumers ->
+task instances (init) -> run loop. Stop: final commit (by the run loop) -> close tasks -> stop
+consumers, flush producers -> stop the embedded broker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from typing import Any
+
+from samzamp.api.context import TaskContext
+from samzamp.api.envelope import SystemStream, SystemStreamPartition
+from samzamp.api.errors import SystemFailureError
+from samzamp.choose.round_robin import RoundRobinChooser
+from samzamp.collect.collector import TaskCollector
+from samzamp.commit.topic_checkpoint import TopicCheckpointManager
+from samzamp.config.settings import JobSettings
+from samzamp.config.validate import load_task_class
+from samzamp.consume.system_consumers import SystemConsumers
+from samzamp.container.run_loop import RunLoop
+from samzamp.container.task_instance import TaskInstance
+from samzamp.coordinator.grouper import group
+from samzamp.dispatch.adapters import CoroutineAdapter, adapt_task
+from samzamp.metrics.registry import MetricsRegistry
+from samzamp.serde.registry import SerdeRegistry
+from samzamp.systems.base import OLDEST, StartOffset, SystemAdmin, SystemConsumer, SystemProducer
+from samzamp.systems.inmemory.system import (
+    InMemoryStreams,
+    InMemorySystemAdmin,
+    InMemorySystemConsumer,
+    InMemorySystemProducer,
+)
+
+__all__ = ["SamzaContainer"]
+
+log = logging.getLogger(__name__)
+
+
+class SamzaContainer:
+    """One container of a job. ``run()`` returns when the job stops cleanly; raises on failure."""
+
+    def __init__(self, settings: JobSettings, inmemory: dict[str, InMemoryStreams] | None = None) -> None:
+        self.settings = settings
+        self.metrics = MetricsRegistry()
+        self.inmemory = inmemory if inmemory is not None else {}
+        self.embedded_broker: Any = None
+        self.admins: dict[str, SystemAdmin] = {}
+        self.producers: dict[str, SystemProducer] = {}
+        self.tasks: list[TaskInstance] = []
+        self.run_loop: RunLoop | None = None
+        self._bootstrap: dict[str, str] = {}
+        self._serdes = SerdeRegistry(settings.serializers)
+
+    # -- systems --------------------------------------------------------------------------------
+    def _kafka_bootstrap(self, system: str) -> str:
+        s = self.settings.systems[system]
+        servers = s.bootstrap_servers or s.consumer.get("bootstrap.servers") or s.producer.get("bootstrap.servers")
+        if servers:
+            return str(servers)
+        if self.embedded_broker is None:
+            from samzamp.systems.kafka.embedded import EmbeddedBroker
+
+            self.embedded_broker = EmbeddedBroker(die_with_parent=True).start()
+            log.info(
+                "no bootstrap.servers for system %r: started the embedded broker at %s (memory only)",
+                system,
+                self.embedded_broker.bootstrap_servers,
+            )
+            print(f"samzamp: embedded broker at {self.embedded_broker.bootstrap_servers}", flush=True)
+        return str(self.embedded_broker.bootstrap_servers)
+
+    def _start_systems(self) -> None:
+        for name, s in self.settings.systems.items():
+            if s.factory == "kafka":
+                from samzamp.systems.kafka import KafkaSystemAdmin, KafkaSystemProducer
+
+                bootstrap = self._bootstrap[name] = self._kafka_bootstrap(name)
+                self.admins[name] = KafkaSystemAdmin(name, bootstrap, s.consumer)
+                self.producers[name] = KafkaSystemProducer(name, bootstrap, s.producer)
+            else:
+                streams = self.inmemory.setdefault(name, InMemoryStreams())
+                self.admins[name] = InMemorySystemAdmin(streams)
+                self.producers[name] = InMemorySystemProducer(streams)
+
+    def _consumer(self, system: str) -> SystemConsumer:
+        s = self.settings.systems[system]
+        if s.factory == "kafka":
+            from samzamp.systems.kafka import KafkaSystemConsumer
+
+            group_id = f"samzamp-{self.settings.name}-{self.settings.id}"
+            return KafkaSystemConsumer(system, self._bootstrap[system], group_id, s.consumer)
+        return InMemorySystemConsumer(self.inmemory[system])
+
+    def _create_streams(self) -> None:
+        """Create configured streams (streams.<id>.samza.system or .partitions) that do not exist yet."""
+        config = self.settings.config
+        ids = {k.split(".")[1] for k in config if k.startswith("streams.") and k.count(".") >= 2}
+        wanted: list[SystemStream] = []
+        for sid in sorted(ids):
+            system = config.get_str(f"streams.{sid}.samza.system") or self.settings.default_system
+            physical = config.get_str(f"streams.{sid}.samza.physical.name") or sid
+            if system is not None and system in self.settings.systems:
+                wanted.append(SystemStream(system, physical))
+        for ss in wanted:
+            stream = self.settings.stream(ss)
+            admin = self.admins[ss.system]
+            if ss.stream in admin.partition_counts([ss.stream]):
+                continue
+            partitions = stream.partitions or self.settings.systems[ss.system].default_partitions
+            admin.create_stream(
+                ss.stream, partitions, self.settings.systems[ss.system].replication_factor, stream.topic_configs
+            )
+        missing = [
+            ss
+            for ss in self.settings.task.inputs
+            if ss.stream not in self.admins[ss.system].partition_counts([ss.stream])
+        ]
+        if missing:
+            names = ", ".join(str(ss) for ss in missing)
+            raise SystemFailureError(
+                f"input stream {names} does not exist; create it, or set streams.<id>.partitions so samzamp creates it"
+            )
+
+    def _serdes_of(self, ss: SystemStream) -> tuple[Any, Any]:
+        stream = self.settings.stream(ss) if ss.system in self.settings.systems else None
+        if stream is None:
+            return None, None
+        key = (
+            self._serdes.get(stream.key_serde, f"streams.{stream.stream_id}.samza.key.serde")
+            if stream.key_serde
+            else None
+        )
+        msg = (
+            self._serdes.get(stream.msg_serde, f"streams.{stream.stream_id}.samza.msg.serde")
+            if stream.msg_serde
+            else None
+        )
+        return key, msg
+
+    # -- offsets --------------------------------------------------------------------------------
+    def _starting_offsets(
+        self, ssps: list[SystemStreamPartition], checkpointed: dict[SystemStreamPartition, int]
+    ) -> dict[SystemStreamPartition, StartOffset]:
+        starts: dict[SystemStreamPartition, StartOffset] = {}
+        upcoming: dict[str, list[SystemStreamPartition]] = {}
+        for ssp in ssps:
+            stream = self.settings.stream(ssp.system_stream)
+            if ssp in checkpointed and not stream.reset_offset:
+                starts[ssp] = checkpointed[ssp] + 1
+            elif stream.offset_default == OLDEST:
+                starts[ssp] = OLDEST
+            else:
+                upcoming.setdefault(ssp.system, []).append(ssp)
+        for system, pending in upcoming.items():
+            for ssp, end in self.admins[system].end_offsets(pending).items():
+                starts[ssp] = end
+        return starts
+
+    # -- run ------------------------------------------------------------------------------------
+    async def run(self) -> None:
+        loop = asyncio.get_running_loop()
+        started = time.monotonic()
+        st = self.settings
+        try:
+            self._start_systems()
+            checkpoints = TopicCheckpointManager(
+                self.admins[st.checkpoint_system],
+                self.producers[st.checkpoint_system],
+                st.checkpoint_topic,
+                st.grouper,
+                st.checkpoint_replication_factor,
+                st.checkpoint_segment_bytes,
+                st.checkpoint_validation,
+            )
+            await asyncio.to_thread(self._create_streams)
+            await asyncio.to_thread(checkpoints.create_topic)
+            ssps: list[SystemStreamPartition] = []
+            for ss in st.task.inputs:
+                n = self.admins[ss.system].partition_counts([ss.stream])[ss.stream]
+                ssps.extend(SystemStreamPartition(ss.system, ss.stream, p) for p in range(n))
+            model = group(st.grouper, ssps)
+            last = await asyncio.to_thread(checkpoints.read_last_checkpoints)
+            checkpointed: dict[SystemStreamPartition, int] = {}
+            for name, task_ssps in model.items():
+                if name in last:
+                    offsets = last[name].offsets()
+                    checkpointed.update({s: o for s, o in offsets.items() if s in task_ssps})
+            starts = await asyncio.to_thread(self._starting_offsets, ssps, checkpointed)
+            consumers: dict[str, SystemConsumer] = {}
+            for ssp in ssps:
+                c = consumers.get(ssp.system) or consumers.setdefault(ssp.system, self._consumer(ssp.system))
+                c.register(ssp, starts[ssp])
+            log.info(
+                "job %s-%s: %d tasks over %d partitions; starting offsets %s",
+                st.name,
+                st.id,
+                len(model),
+                len(ssps),
+                {str(s): o for s, o in sorted(starts.items())},
+            )
+            system_consumers = SystemConsumers(
+                consumers, ssps, RoundRobinChooser(), self.metrics, st.task.fetch_threshold, st.task.poll_interval_ms
+            )
+            run_loop = self.run_loop = RunLoop([], system_consumers, checkpoints, st.task, self.metrics, loop)
+            task_class = load_task_class(st.task.task_class)
+            for name in sorted(model):
+                task_ssps = model[name]
+                task = task_class()
+                collector = TaskCollector(
+                    name,
+                    self.producers,
+                    self._serdes_of,
+                    st.task.drop_serialization_errors,
+                    self.metrics.counter(f"TaskName-{name}", "send-calls"),
+                    self.metrics.counter("SystemProducersMetrics", "serialization error"),
+                )
+                ti = TaskInstance(
+                    name,
+                    task_ssps,
+                    task,
+                    adapt_task(task, loop),
+                    collector,
+                    {s: self._serdes_of(s.system_stream) for s in task_ssps},
+                    {s: o for s, o in checkpointed.items() if s in task_ssps},
+                    max_concurrency=st.task.max_concurrency,
+                    callback_timeout_ms=st.task.callback_timeout_ms,
+                    drop_deserialization_errors=st.task.drop_deserialization_errors,
+                    drop_producer_errors=st.task.drop_producer_errors,
+                    ignored_exceptions=st.task.ignored_exceptions,
+                    metrics=self.metrics,
+                    loop=loop,
+                    on_ready=run_loop.task_ready,
+                    on_abort=run_loop.abort,
+                    on_requests=run_loop.on_requests,
+                )
+                ti.init(TaskContext(name, task_ssps, st.config))
+                self.tasks.append(ti)
+                run_loop.add_task(ti)
+            self._register_lag_gauges(system_consumers)
+            self.metrics.gauge("SamzaContainerMetrics", "container-startup-time").set(
+                round(time.monotonic() - started, 3)
+            )
+            system_consumers.start(loop, run_loop.wake, run_loop.abort)
+            reporter = loop.create_task(self._report_metrics()) if st.metrics_log_interval_ms > 0 else None
+            try:
+                await run_loop.run()
+            finally:
+                if reporter is not None:
+                    reporter.cancel()
+                system_consumers.stop()
+                for ti in self.tasks:
+                    if isinstance(ti.runnable, CoroutineAdapter):
+                        ti.runnable.cancel_all()
+            for ti in self.tasks:
+                ti.close()
+        finally:
+            await asyncio.to_thread(self._stop_systems)
+
+    def _register_lag_gauges(self, consumers: SystemConsumers) -> None:
+        for ti in self.tasks:
+            for ssp in ti.ssps:
+
+                def lag(ssp: SystemStreamPartition = ssp, ti: TaskInstance = ti) -> int | None:
+                    hw = consumers.high_watermark(ssp)
+                    if hw is None:
+                        return None
+                    return max(0, hw - (ti.last_processed.get(ssp, -1) + 1))
+
+                self.metrics.gauge(
+                    "SystemConsumersMetrics",
+                    f"{ssp.system}-{ssp.stream}-{ssp.partition}-messages-behind-high-watermark",
+                    fn=lag,
+                )
+
+    async def _report_metrics(self) -> None:
+        period = self.settings.metrics_log_interval_ms / 1000
+        while True:
+            await asyncio.sleep(period)
+            log.info("metrics %s", json.dumps(self.metrics.snapshot(), default=str, sort_keys=True))
+
+    def _stop_systems(self) -> None:
+        for p in self.producers.values():
+            try:
+                p.stop()
+            except Exception as e:  # stopping must go on for the others
+                log.warning("stopping a producer failed: %s", e)
+        for a in self.admins.values():
+            a.stop()
+        if self.embedded_broker is not None:
+            self.embedded_broker.stop()

@@ -1,0 +1,302 @@
+"""The event loop of one container: choose -> route to its task -> run the task's next op, repeated.
+
+It runs on asyncio in the container's main thread. A slice handles up to ``SLICE`` envelopes back to
+back (the inline fast path never touches asyncio), then yields so that callbacks from other threads,
+coroutine tasks and timers run. With nothing to do it waits for a wake-up (new data, a completion,
+a timer) or task.max.idle.ms.
+
+Per task, ``TaskState.next_op`` decides what may run (commit > window > end-of-stream > process);
+window and commit timers only raise flags, so they never run concurrently with process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import time
+from collections.abc import Callable
+
+from samzamp.api.collector import RequestScope
+from samzamp.api.envelope import SystemStreamPartition
+from samzamp.api.task import WindowableTask
+from samzamp.commit.pipeline import commit_task
+from samzamp.commit.topic_checkpoint import TopicCheckpointManager
+from samzamp.config.settings import TaskSettings
+from samzamp.consume.system_consumers import END_OF_STREAM, SystemConsumers
+from samzamp.container.coordinator import ReadableCoordinator
+from samzamp.container.task_instance import TaskInstance
+from samzamp.container.task_state import WorkerOp
+from samzamp.metrics.registry import MetricsRegistry
+
+__all__ = ["RunLoop"]
+
+log = logging.getLogger(__name__)
+
+SLICE = 256
+
+
+class RunLoop:
+    def __init__(
+        self,
+        tasks: list[TaskInstance],
+        consumers: SystemConsumers,
+        checkpoints: TopicCheckpointManager,
+        settings: TaskSettings,
+        metrics: MetricsRegistry,
+        loop: asyncio.AbstractEventLoop,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.tasks = list(tasks)
+        self._by_ssp: dict[SystemStreamPartition, TaskInstance] = {s: t for t in tasks for s in t.ssps}
+        self._consumers = consumers
+        self._checkpoints = checkpoints
+        self._settings = settings
+        self._loop = loop
+        self._clock = clock
+        self._ready: set[TaskInstance] = set()
+        self._waiter: asyncio.Future[None] | None = None
+        self._timers: list[asyncio.TimerHandle] = []
+        self._commits: set[asyncio.Task[None]] = set()
+        self._shutdown_votes: set[str] = set()
+        self.error: BaseException | None = None
+        self.shutdown_requested = False
+        self.m_envelopes = metrics.counter("SamzaContainerMetrics", "process-envelopes")
+        self.m_commit_calls = metrics.counter("SamzaContainerMetrics", "commit-calls")
+        self.m_window_calls = metrics.counter("SamzaContainerMetrics", "window-calls")
+        self.m_utilization = metrics.gauge("SamzaContainerMetrics", "event-loop-utilization")
+
+    def add_task(self, ti: TaskInstance) -> None:
+        """Register a task before ``run`` (tasks need the loop's callbacks, so they are made after it)."""
+        self.tasks.append(ti)
+        for ssp in ti.ssps:
+            self._by_ssp[ssp] = ti
+
+    # -- wake-ups -------------------------------------------------------------------------------
+    def wake(self) -> None:
+        w = self._waiter
+        if w is not None and not w.done():
+            w.set_result(None)
+
+    def task_ready(self, ti: TaskInstance) -> None:
+        self._ready.add(ti)
+        self.wake()
+
+    def abort(self, error: BaseException) -> None:
+        if self.error is None:
+            self.error = error
+        self.wake()
+
+    def request_shutdown(self) -> None:
+        self.shutdown_requested = True
+        self.wake()
+
+    def on_requests(self, ti: TaskInstance, coordinator: ReadableCoordinator) -> None:
+        """Apply a coordinator's commit/shutdown requests (after its message was released in order)."""
+        if coordinator.commit_requested:
+            targets = self.tasks if coordinator.commit_scope is RequestScope.ALL_TASKS_IN_CONTAINER else [ti]
+            for t in targets:
+                t.state.need_commit = True
+                self._ready.add(t)
+        if coordinator.shutdown_requested:
+            if coordinator.shutdown_scope is RequestScope.ALL_TASKS_IN_CONTAINER:
+                log.info("task %r requested shutdown of all tasks", ti.name)
+                self.shutdown_requested = True
+            else:
+                self._shutdown_votes.add(ti.name)
+                if len(self._shutdown_votes) == len(self.tasks):
+                    log.info("every task voted to shut down")
+                    self.shutdown_requested = True
+        self.wake()
+
+    # -- timers ---------------------------------------------------------------------------------
+    def _schedule_every(self, period_s: float, fn: Callable[[], None]) -> None:
+        """Fixed-rate ticks (like scheduleAtFixedRate): the n-th tick is due at start + n * period."""
+        start = self._loop.time()
+
+        def tick(n: int) -> None:
+            fn()
+            due = start + (n + 1) * period_s
+            now = self._loop.time()
+            if due < now:  # fell behind (a long window or commit): skip missed ticks, keep the phase
+                due = start + (int((now - start) / period_s) + 1) * period_s
+                n = int((due - start) / period_s) - 1
+            self._timers.append(self._loop.call_at(due, tick, n + 1))
+
+        self._timers.append(self._loop.call_at(start + period_s, tick, 1))
+
+    def _start_timers(self) -> None:
+        s = self._settings
+        for ti in self.tasks:
+            if s.window_ms > 0 and isinstance(ti.task, WindowableTask):
+                self._schedule_every(s.window_ms / 1000, functools.partial(self._flag, ti, window=True))
+            if s.commit_ms > 0:
+                self._schedule_every(s.commit_ms / 1000, functools.partial(self._flag, ti, commit=True))
+
+    def _flag(self, ti: TaskInstance, window: bool = False, commit: bool = False) -> None:
+        if self.shutdown_requested:
+            return  # shutdown does not force a window; it ends with its own final commit
+        if window:
+            ti.state.need_window = True
+        if commit:
+            ti.state.need_commit = True
+        self.task_ready(ti)
+
+    def _stop_timers(self) -> None:
+        for h in self._timers:
+            h.cancel()
+        self._timers.clear()
+
+    # -- the loop -------------------------------------------------------------------------------
+    async def run(self) -> None:
+        """Run until shutdown or failure. Raises the failure after stopping (no commit on failure)."""
+        self._start_timers()
+        busy_s = 0.0
+        started = self._clock()
+        try:
+            while self.error is None and not self.shutdown_requested:
+                t0 = self._clock()
+                progressed = self._run_slice()
+                busy_s += self._clock() - t0
+                self.m_utilization.set(round(busy_s / max(1e-9, self._clock() - started), 3))
+                if progressed:
+                    await asyncio.sleep(0)
+                    continue
+                self._waiter = self._loop.create_future()
+                try:
+                    await asyncio.wait_for(self._waiter, self._settings.max_idle_ms / 1000 or None)
+                except TimeoutError:
+                    pass
+                finally:
+                    self._waiter = None
+            if self.error is None:
+                await self._shutdown()
+        finally:
+            self._stop_timers()
+        if self.error is not None:
+            for c in self._commits:
+                c.cancel()
+            raise self.error
+
+    def _run_slice(self) -> bool:
+        progressed = False
+        choose = self._consumers.choose
+        by_ssp = self._by_ssp
+        run_task = self._run_task
+        for _ in range(SLICE):
+            chosen = choose()
+            if chosen is None:
+                break
+            ti = by_ssp[chosen[0]]
+            ti.state.pending.append(chosen)
+            self.m_envelopes.count += 1
+            run_task(ti)
+            progressed = True
+            if self.error is not None:
+                return True
+        while self._ready and self.error is None:
+            run_task(self._ready.pop())
+            progressed = True
+        return progressed
+
+    def _run_task(self, ti: TaskInstance) -> None:
+        st = ti.state
+        while self.error is None:
+            op = st.next_op()
+            if op is WorkerOp.PROCESS:
+                ssp, raw = st.pending.popleft()
+                if raw[0] == END_OF_STREAM:
+                    ti.processing_ssps.discard(ssp)
+                    if not ti.processing_ssps:
+                        st.end_of_stream = True
+                    continue
+                self._consumers.try_update(ssp)
+                ti.dispatch(ssp, raw)
+            elif op is WorkerOp.COMMIT:
+                self._start_commit(ti)
+            elif op is WorkerOp.WINDOW:
+                st.need_window = False
+                st.window_in_flight = True
+                self.m_window_calls.count += 1
+                try:
+                    coordinator = ti.window()
+                except BaseException as e:
+                    self.abort(e)
+                    return
+                finally:
+                    st.window_in_flight = False
+                if coordinator is not None and coordinator.has_requests:
+                    self.on_requests(ti, coordinator)
+            elif op is WorkerOp.END_OF_STREAM:
+                try:
+                    coordinator = ti.end_of_stream()
+                except BaseException as e:
+                    self.abort(e)
+                    return
+                st.complete = True
+                log.info("task %r reached the end of every input", ti.name)
+                if coordinator.commit_requested:
+                    self._start_commit(ti)
+                self.on_requests(ti, coordinator)
+                return
+            else:
+                return
+
+    def _start_commit(self, ti: TaskInstance) -> None:
+        st = ti.state
+        st.need_commit = False
+        st.commit_in_flight = True
+        self.m_commit_calls.count += 1
+        ti.m_commit_calls.count += 1
+        started = time.perf_counter_ns()
+
+        async def run() -> None:
+            try:
+                await commit_task(ti, self._checkpoints)
+            except Exception as e:
+                self.abort(e)
+                return
+            finally:
+                st.commit_in_flight = False
+            ti.m_commit_ns.update(time.perf_counter_ns() - started)
+            ti.after_commit()
+            self.task_ready(ti)
+
+        fut = self._loop.create_task(run())
+        self._commits.add(fut)
+        fut.add_done_callback(self._commits.discard)
+
+    # -- shutdown -------------------------------------------------------------------------------
+    async def _shutdown(self) -> None:
+        """Stop consuming, finish in-flight work (window not forced), final commit of every task."""
+        log.info("shutting down: finishing in-flight work")
+        self._stop_timers()
+        self._consumers.stop_fetching()
+        for ti in self.tasks:
+            ti.state.stopping = True
+            ti.state.need_window = False
+        deadline = self._clock() + self._settings.shutdown_ms / 1000
+        while self.error is None:
+            while self._ready:
+                self._run_task(self._ready.pop())
+            if all(t.state.idle for t in self.tasks) and not self._commits:
+                break
+            if self._clock() > deadline:
+                busy = [t.name for t in self.tasks if not t.state.idle]
+                log.warning("task.shutdown.ms passed with work still in flight in %s; committing what completed", busy)
+                break
+            self._waiter = self._loop.create_future()
+            try:
+                await asyncio.wait_for(self._waiter, 0.05)
+            except TimeoutError:
+                pass
+            finally:
+                self._waiter = None
+        if self.error is not None:
+            return
+        for ti in self.tasks:
+            if not ti.state.commit_in_flight:
+                self._start_commit(ti)
+        while self._commits and self.error is None:
+            await asyncio.wait(set(self._commits))
+        log.info("final commit done")

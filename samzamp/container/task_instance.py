@@ -1,0 +1,222 @@
+"""One task of the container: decode -> dispatch -> completions -> offsets, plus its window and commit.
+
+All methods run on the event loop thread. Callbacks completed on other threads are routed back onto
+the loop before they touch any state here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from samzamp.api.context import TaskContext
+from samzamp.api.envelope import IncomingMessageEnvelope, SystemStreamPartition
+from samzamp.api.errors import CallbackTimeoutError, SerdeError, TaskError
+from samzamp.api.serde import Serde
+from samzamp.api.task import ClosableTask, EndOfStreamListenerTask, InitableTask, WindowableTask
+from samzamp.collect.collector import TaskCollector
+from samzamp.collect.completions import TaskCallbackImpl, TaskCallbackManager
+from samzamp.container.coordinator import ReadableCoordinator
+from samzamp.container.task_state import TaskState
+from samzamp.dispatch.adapters import RunnableTask
+from samzamp.metrics.registry import Gauge, MetricsRegistry
+from samzamp.systems.base import RawMessage
+
+__all__ = ["TaskInstance"]
+
+log = logging.getLogger(__name__)
+
+
+class TaskInstance:
+    def __init__(
+        self,
+        name: str,
+        ssps: frozenset[SystemStreamPartition],
+        task: Any,
+        runnable: RunnableTask,
+        collector: TaskCollector,
+        serdes: dict[SystemStreamPartition, tuple[Serde | None, Serde | None]],
+        checkpointed: dict[SystemStreamPartition, int],
+        *,
+        max_concurrency: int,
+        callback_timeout_ms: int,
+        drop_deserialization_errors: bool,
+        drop_producer_errors: bool,
+        ignored_exceptions: tuple[str, ...],
+        metrics: MetricsRegistry,
+        loop: asyncio.AbstractEventLoop,
+        on_ready: Callable[[TaskInstance], None],
+        on_abort: Callable[[BaseException], None],
+        on_requests: Callable[[TaskInstance, ReadableCoordinator], None],
+    ) -> None:
+        self.name = name
+        self.ssps = ssps
+        self.task = task
+        self.runnable = runnable
+        self.collector = collector
+        self.state = TaskState(max_concurrency)
+        self.callbacks = TaskCallbackManager(max_concurrency)
+        self.checkpointed = dict(checkpointed)
+        self.last_processed = dict(checkpointed)  # last processed offset per SSP (low watermark)
+        self.processing_ssps = set(ssps)  # SSPs not yet at end of stream
+        self.drop_producer_errors = drop_producer_errors
+        self._serdes = serdes
+        self._timeout_s = callback_timeout_ms / 1000 if callback_timeout_ms > 0 else 0.0
+        self._drop_deser = drop_deserialization_errors
+        self._ignored = ignored_exceptions
+        self._loop = loop
+        self._loop_thread = threading.get_ident()
+        self._on_ready = on_ready
+        self._on_abort = on_abort
+        self._on_requests = on_requests
+        group = f"TaskName-{name}"
+        self.m_process_calls = metrics.counter(group, "process-calls")
+        self.m_processed = metrics.counter(group, "messages-actually-processed")
+        self.m_window_calls = metrics.counter(group, "window-calls")
+        self.m_commit_calls = metrics.counter(group, "commit-calls")
+        self.m_process_ns = metrics.timer("SamzaContainerMetrics", "process-ns")
+        self.m_window_ns = metrics.timer("SamzaContainerMetrics", "window-ns")
+        self.m_commit_ns = metrics.timer("SamzaContainerMetrics", "commit-ns")
+        self.m_deser_errors = metrics.counter("SystemConsumersMetrics", "deserialization error")
+        metrics.gauge(group, "messages-in-flight", fn=lambda: self.state.messages_in_flight)
+        metrics.gauge(group, "pending-messages", fn=lambda: len(self.state.pending))
+        self.offset_gauges: dict[SystemStreamPartition, Gauge] = {}
+        self.checkpointed_gauges: dict[SystemStreamPartition, Gauge] = {}
+        for ssp in ssps:
+            label = f"{ssp.system}-{ssp.stream}-{ssp.partition}"
+            self.offset_gauges[ssp] = metrics.gauge(group, f"{label}-offset")
+            self.checkpointed_gauges[ssp] = metrics.gauge("OffsetManagerMetrics", f"{label}-checkpointed-offset")
+            if ssp in checkpointed:
+                self.checkpointed_gauges[ssp].set(checkpointed[ssp])
+
+    # -- lifecycle ------------------------------------------------------------------------------
+    def init(self, context: TaskContext) -> None:
+        if isinstance(self.task, InitableTask):
+            self.task.init(context)
+
+    def close(self) -> None:
+        if isinstance(self.task, ClosableTask):
+            self.task.close()
+
+    # -- process --------------------------------------------------------------------------------
+    def dispatch(self, ssp: SystemStreamPartition, raw: RawMessage) -> None:
+        """Start processing one message (the state said PROCESS)."""
+        offset, key_bytes, value_bytes, ts = raw
+        key_serde, msg_serde = self._serdes[ssp]
+        try:
+            key = key_bytes if key_serde is None or key_bytes is None else key_serde.from_bytes(key_bytes)
+            message = value_bytes if msg_serde is None or value_bytes is None else msg_serde.from_bytes(value_bytes)
+        except Exception as e:
+            if self._drop_deser:
+                self.m_deser_errors.count += 1
+                log.warning("task %r: dropped %s offset %d: cannot deserialize: %s", self.name, ssp, offset, e)
+                self._complete_skipped(ssp, offset)
+                return
+            self._on_abort(
+                SerdeError(
+                    f"cannot deserialize the message at {ssp} offset {offset} for task {self.name!r}: {type(e).__name__}: {e} "
+                    "(check streams.<id>.samza.key.serde / msg.serde, or set task.drop.deserialization.errors=true)"
+                )
+            )
+            return
+        size = (len(key_bytes) if key_bytes else 0) + (len(value_bytes) if value_bytes else 0)
+        envelope = IncomingMessageEnvelope(ssp, offset, key, message, size, ts)
+        coordinator = ReadableCoordinator()
+        cb = TaskCallbackImpl(self._deliver, self.callbacks.new_seq(), ssp, offset, coordinator, time.perf_counter_ns())
+        self.state.messages_in_flight += 1
+        self.m_process_calls.count += 1
+        if self._timeout_s:
+            cb.timer = self._loop.call_later(self._timeout_s, self._timed_out, cb)
+        self.runnable.process_async(envelope, self.collector, coordinator, cb)
+
+    def _complete_skipped(self, ssp: SystemStreamPartition, offset: int) -> None:
+        cb = TaskCallbackImpl(self._deliver, self.callbacks.new_seq(), ssp, offset, None, time.perf_counter_ns())
+        self.state.messages_in_flight += 1
+        cb.complete()
+
+    def _deliver(self, cb: TaskCallbackImpl, error: BaseException | None) -> None:
+        if threading.get_ident() == self._loop_thread:
+            self._on_complete(cb, error)
+        else:
+            self._loop.call_soon_threadsafe(self._on_complete, cb, error)
+
+    def _timed_out(self, cb: TaskCallbackImpl) -> None:
+        cb.timer = None
+        cb.failure(
+            CallbackTimeoutError(
+                f"callback for {cb.ssp} offset {cb.offset} timed out after {self._timeout_s * 1000:.0f} ms"
+            )
+        )
+
+    def _on_complete(self, cb: TaskCallbackImpl, error: BaseException | None) -> None:
+        if cb.timer is not None:
+            cb.timer.cancel()
+            cb.timer = None
+        if error is not None and not self._is_ignored(error):
+            self._on_abort(self.failure(error, cb.ssp, cb.offset))
+            return
+        self.state.messages_in_flight -= 1
+        self.m_process_ns.update(time.perf_counter_ns() - cb.started_ns)
+        self._release(self.callbacks.release(cb))
+        self._on_ready(self)
+
+    def _release(self, released: list[TaskCallbackImpl]) -> None:
+        last = self.last_processed
+        for rcb in released:
+            last[rcb.ssp] = rcb.offset
+            self.m_processed.count += 1
+            coordinator = rcb.coordinator
+            if coordinator is not None and coordinator.has_requests:
+                self._on_requests(self, coordinator)
+
+    def after_commit(self) -> None:
+        """A commit request may have held completed callbacks back: release them now."""
+        self._release(self.callbacks.drain())
+
+    def _is_ignored(self, error: BaseException) -> bool:
+        if not self._ignored:
+            return False
+        names = {c.__name__ for c in type(error).__mro__} | {
+            f"{c.__module__}.{c.__qualname__}" for c in type(error).__mro__
+        }
+        return "*" in self._ignored or any(n in names for n in self._ignored)
+
+    def failure(
+        self, error: BaseException, ssp: SystemStreamPartition | None = None, offset: int | None = None
+    ) -> BaseException:
+        if isinstance(error, TaskError):
+            return error
+        where = f" processing {ssp} offset {offset}" if ssp is not None else ""
+        err = TaskError(f"task {self.name!r} failed{where}: {type(error).__name__}: {error}")
+        err.__cause__ = error
+        return err
+
+    # -- window / end of stream -----------------------------------------------------------------
+    def window(self) -> ReadableCoordinator | None:
+        """Run window() (the state said WINDOW); returns the coordinator with the task's requests."""
+        if not isinstance(self.task, WindowableTask):
+            return None
+        coordinator = ReadableCoordinator()
+        start = time.perf_counter_ns()
+        self.m_window_calls.count += 1
+        try:
+            self.task.window(self.collector, coordinator)
+        except Exception as e:
+            if not self._is_ignored(e):
+                raise self.failure(e) from e
+        self.m_window_ns.update(time.perf_counter_ns() - start)
+        return coordinator
+
+    def end_of_stream(self) -> ReadableCoordinator:
+        coordinator = ReadableCoordinator()
+        if isinstance(self.task, EndOfStreamListenerTask):
+            try:
+                self.task.on_end_of_stream(self.collector, coordinator)
+            except Exception as e:
+                raise self.failure(e) from e
+        coordinator.shutdown()
+        return coordinator

@@ -1,0 +1,72 @@
+"""Per-task readiness: which operation a task may run next (Samza's AsyncTaskState.nextOp).
+
+Priority when ready: COMMIT > WINDOW > END_OF_STREAM > PROCESS.
+- commit, window and end-of-stream wait until no message of the task is in flight and nothing else
+  is in flight, and block new process calls until they are done (the seeds' happens-before rules);
+- process runs while fewer than task.max.concurrency messages are in flight and no window or commit
+  is in flight or due (a due window/commit stops new process calls so that it is not starved).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections import deque
+
+from samzamp.api.envelope import SystemStreamPartition
+from samzamp.systems.base import RawMessage
+
+__all__ = ["TaskState", "WorkerOp"]
+
+
+class WorkerOp(enum.Enum):
+    NO_OP = 0
+    PROCESS = 1
+    WINDOW = 2
+    COMMIT = 3
+    END_OF_STREAM = 4
+
+
+class TaskState:
+    __slots__ = (
+        "commit_in_flight",
+        "complete",
+        "end_of_stream",
+        "max_concurrency",
+        "messages_in_flight",
+        "need_commit",
+        "need_window",
+        "pending",
+        "stopping",
+        "window_in_flight",
+    )
+
+    def __init__(self, max_concurrency: int) -> None:
+        self.max_concurrency = max_concurrency
+        self.pending: deque[tuple[SystemStreamPartition, RawMessage]] = deque()
+        self.messages_in_flight = 0
+        self.need_window = False
+        self.need_commit = False
+        self.window_in_flight = False
+        self.commit_in_flight = False
+        self.end_of_stream = False  # every SSP of the task reached its end
+        self.complete = False  # end of stream handled: the task takes no more work
+        self.stopping = False  # the container is shutting down: no new process calls
+
+    def next_op(self) -> WorkerOp:
+        if self.complete:
+            return WorkerOp.NO_OP
+        busy = self.window_in_flight or self.commit_in_flight
+        idle = self.messages_in_flight == 0 and not busy
+        if self.need_commit:
+            return WorkerOp.COMMIT if idle else WorkerOp.NO_OP
+        if self.need_window:
+            return WorkerOp.WINDOW if idle else WorkerOp.NO_OP
+        if self.end_of_stream and not self.pending:
+            return WorkerOp.END_OF_STREAM if idle else WorkerOp.NO_OP
+        if self.pending and not busy and not self.stopping and self.messages_in_flight < self.max_concurrency:
+            return WorkerOp.PROCESS
+        return WorkerOp.NO_OP
+
+    @property
+    def idle(self) -> bool:
+        return self.messages_in_flight == 0 and not self.window_in_flight and not self.commit_in_flight

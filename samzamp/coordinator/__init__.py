@@ -1,0 +1,1 @@
+"""Partition ownership: which task owns which SSPs."""

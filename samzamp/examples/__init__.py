@@ -1,0 +1,1 @@
+"""Example tasks used by configs/ and the demo."""

@@ -1,0 +1,90 @@
+"""A small metrics registry. Groups are Samza's (e.g. ``SamzaContainerMetrics``, ``TaskName-Partition 0``).
+
+Counters and timers are updated only on the event loop thread, so they need no locks. A gauge may be
+a value or a function evaluated when a snapshot is taken. A timer reports its average in ns, as
+Samza's snapshot reporter does, plus count and max.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["Counter", "Gauge", "MetricsRegistry", "Timer"]
+
+
+class Counter:
+    __slots__ = ("count",)
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def inc(self, n: int = 1) -> None:
+        self.count += n
+
+    def snapshot(self) -> Any:
+        return self.count
+
+
+class Gauge:
+    __slots__ = ("fn", "value")
+
+    def __init__(self, value: Any = 0, fn: Callable[[], Any] | None = None) -> None:
+        self.value = value
+        self.fn = fn
+
+    def set(self, value: Any) -> None:
+        self.value = value
+
+    def snapshot(self) -> Any:
+        return self.fn() if self.fn is not None else self.value
+
+
+class Timer:
+    __slots__ = ("count", "max_ns", "total_ns")
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.total_ns = 0
+        self.max_ns = 0
+
+    def update(self, ns: int) -> None:
+        self.count += 1
+        self.total_ns += ns
+        if ns > self.max_ns:
+            self.max_ns = ns
+
+    def snapshot(self) -> Any:
+        avg = self.total_ns / self.count if self.count else 0.0
+        return {"avg": round(avg), "count": self.count, "max": self.max_ns}
+
+
+class MetricsRegistry:
+    """Metrics by group and name; ``snapshot()`` gives plain values for logs and tests."""
+
+    def __init__(self) -> None:
+        self._groups: dict[str, dict[str, Counter | Gauge | Timer]] = {}
+
+    def _get(self, group: str, name: str, kind: type) -> Any:
+        metrics = self._groups.setdefault(group, {})
+        m = metrics.get(name)
+        if m is None:
+            m = metrics[name] = kind()
+        return m
+
+    def counter(self, group: str, name: str) -> Counter:
+        c: Counter = self._get(group, name, Counter)
+        return c
+
+    def timer(self, group: str, name: str) -> Timer:
+        t: Timer = self._get(group, name, Timer)
+        return t
+
+    def gauge(self, group: str, name: str, fn: Callable[[], Any] | None = None) -> Gauge:
+        g: Gauge = self._get(group, name, Gauge)
+        if fn is not None:
+            g.fn = fn
+        return g
+
+    def snapshot(self) -> dict[str, dict[str, Any]]:
+        return {g: {n: m.snapshot() for n, m in ms.items()} for g, ms in self._groups.items() if ms}

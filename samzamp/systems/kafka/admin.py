@@ -1,0 +1,135 @@
+"""Topic metadata, creation, and exact end offsets (portable to Tansu: see ``end_offsets``)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import (
+    AdminClient,
+    NewTopic,  # type: ignore[attr-defined]
+)
+
+from samzamp.api.envelope import SystemStreamPartition
+from samzamp.api.errors import SystemFailureError
+from samzamp.systems.base import RawMessage
+from samzamp.systems.kafka.codes import PARTITION_EOF
+
+__all__ = ["KafkaSystemAdmin"]
+
+log = logging.getLogger(__name__)
+
+
+class KafkaSystemAdmin:
+    def __init__(self, system: str, bootstrap: str, user_config: dict[str, Any] | None = None) -> None:
+        self._system = system
+        self._bootstrap = bootstrap
+        self._user = dict(user_config or {})
+        self._admin = AdminClient({"bootstrap.servers": bootstrap})
+
+    def partition_counts(self, streams: list[str]) -> dict[str, int]:
+        try:
+            md = self._admin.list_topics(timeout=15)
+        except KafkaException as e:
+            raise SystemFailureError(f"system {self._system!r}: cannot reach Kafka at {self._bootstrap}: {e}") from None
+        out = {}
+        for s in streams:
+            t = md.topics.get(s)
+            if t is not None and t.error is None and t.partitions:
+                out[s] = len(t.partitions)
+        return out
+
+    def create_stream(self, stream: str, partitions: int, replication_factor: int, configs: dict[str, str]) -> bool:
+        futures = self._admin.create_topics([NewTopic(stream, partitions, replication_factor, config=configs)])
+        try:
+            futures[stream].result(timeout=30)
+        except KafkaException as e:
+            if e.args and e.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS:
+                return False
+            raise SystemFailureError(f"system {self._system!r}: cannot create stream {stream!r}: {e}") from None
+        # Wait until the metadata shows it, so consumers and producers created next can see it.
+        deadline = time.monotonic() + 15
+        while stream not in self.partition_counts([stream]):
+            if time.monotonic() > deadline:
+                raise SystemFailureError(f"system {self._system!r}: stream {stream!r} was created but never appeared")
+            time.sleep(0.05)
+        log.info("created stream %s.%s with %d partitions", self._system, stream, partitions)
+        return True
+
+    def end_offsets(self, ssps: list[SystemStreamPartition]) -> dict[SystemStreamPartition, int]:
+        """Exact high watermarks, found by reading to the partition-EOF event.
+
+        ListOffsets(latest) can answer too low on Tansu (the base offset of the last batch + 1), so
+        it is only a starting point: reading from there to EOF costs at most one batch, and on a
+        real Kafka broker the EOF comes at once.
+        """
+        if not ssps:
+            return {}
+        consumer = Consumer(
+            {
+                "bootstrap.servers": self._bootstrap,
+                "group.id": "samzamp-end-offsets",
+                "enable.auto.commit": False,
+                "enable.partition.eof": True,
+                "fetch.wait.max.ms": 10,
+            }
+        )
+        try:
+            tps = []
+            for ssp in ssps:
+                low, high = consumer.get_watermark_offsets(
+                    TopicPartition(ssp.stream, ssp.partition), timeout=15, cached=False
+                )
+                tps.append(TopicPartition(ssp.stream, ssp.partition, max(int(low), int(high) - 1, 0)))
+            consumer.assign(tps)
+            pending = {(s.stream, s.partition): s for s in ssps}
+            out: dict[SystemStreamPartition, int] = {}
+            last_seen: dict[tuple[str, int], int] = {}
+            deadline = time.monotonic() + 30
+            while pending:
+                if time.monotonic() > deadline:
+                    raise SystemFailureError(f"system {self._system!r}: no end-of-partition from {sorted(pending)}")
+                for m in consumer.consume(1000, 0.2):
+                    key = (m.topic() or "", m.partition() or 0)
+                    offset = m.offset() or 0
+                    err = m.error()
+                    if err is None:
+                        last_seen[key] = offset
+                    elif err.code() == PARTITION_EOF and key in pending:
+                        out[pending.pop(key)] = max(offset, last_seen.get(key, -1) + 1)
+            return out
+        finally:
+            consumer.close()
+
+    def read_all(self, stream: str, partition: int) -> list[RawMessage]:
+        """Every message of one partition, oldest to the end (PARTITION_EOF), in offset order."""
+        consumer = Consumer(
+            {
+                "bootstrap.servers": self._bootstrap,
+                "group.id": "samzamp-read-all",
+                "enable.auto.commit": False,
+                "enable.partition.eof": True,
+            }
+        )
+        out: list[RawMessage] = []
+        try:
+            consumer.assign([TopicPartition(stream, partition, OFFSET_BEGINNING)])
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline:
+                for m in consumer.consume(5000, 0.5):
+                    err = m.error()
+                    if err is None:
+                        ts = m.timestamp()
+                        out.append((m.offset() or 0, m.key(), m.value(), ts[1] if ts[0] else 0))
+                    elif err.code() == PARTITION_EOF:
+                        return out
+                    else:
+                        raise SystemFailureError(f"system {self._system!r}: reading {stream}[{partition}]: {err.str()}")
+            raise SystemFailureError(f"system {self._system!r}: reading {stream}[{partition}] did not reach its end")
+        finally:
+            consumer.close()
+
+    def stop(self) -> None:
+        pass

@@ -1,0 +1,108 @@
+"""Assign-based Kafka consumer for a container's SSPs (samzamp does its own grouping: no group protocol)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+
+from samzamp.api.envelope import SystemStreamPartition
+from samzamp.api.errors import SystemFailureError
+from samzamp.systems.base import OLDEST, UPCOMING, RawMessage, StartOffset
+from samzamp.systems.kafka.codes import PARTITION_EOF
+
+__all__ = ["KafkaSystemConsumer", "consumer_config"]
+
+log = logging.getLogger(__name__)
+
+
+def consumer_config(bootstrap: str, group_id: str, user: dict[str, Any]) -> dict[str, Any]:
+    conf: dict[str, Any] = {
+        "bootstrap.servers": bootstrap,
+        "group.id": group_id,  # never joined (assign only); librdkafka wants one
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        "auto.offset.reset": "earliest",  # a checkpoint past retention resumes at the oldest message
+        "fetch.wait.max.ms": 50,
+        "queued.max.messages.kbytes": 16384,
+    }
+    conf.update({k: v for k, v in user.items() if k != "bootstrap.servers"})
+    return conf
+
+
+class KafkaSystemConsumer:
+    """One librdkafka consumer for every SSP of one system in this container."""
+
+    def __init__(
+        self, system: str, bootstrap: str, group_id: str, user_config: dict[str, Any], batch: int = 2000
+    ) -> None:
+        self._system = system
+        self._consumer = Consumer(consumer_config(bootstrap, group_id, user_config))
+        self._starts: dict[SystemStreamPartition, StartOffset] = {}
+        self._ssp_of: dict[tuple[str, int], SystemStreamPartition] = {}
+        self._batch = batch
+
+    def register(self, ssp: SystemStreamPartition, start: StartOffset) -> None:
+        self._starts[ssp] = start
+        self._ssp_of[(ssp.stream, ssp.partition)] = ssp
+
+    def start(self) -> None:
+        tps = []
+        for ssp, start in self._starts.items():
+            if start == OLDEST:
+                offset = OFFSET_BEGINNING
+            elif start == UPCOMING or not isinstance(start, int):
+                raise SystemFailureError(f"{ssp}: start offset {start!r} must be resolved to an exact offset first")
+            else:
+                offset = start
+            tps.append(TopicPartition(ssp.stream, ssp.partition, offset))
+        self._consumer.assign(tps)
+
+    def poll(self, timeout_s: float) -> dict[SystemStreamPartition, list[RawMessage]]:
+        msgs = self._consumer.consume(self._batch, timeout_s)
+        out: dict[SystemStreamPartition, list[RawMessage]] = {}
+        ssp_of = self._ssp_of
+        last_key: tuple[str, int] | None = None
+        bucket: list[RawMessage] = []
+        for m in msgs:
+            err = m.error()
+            if err is not None:
+                if err.code() == PARTITION_EOF:
+                    continue
+                if err.fatal() or err.code() in (
+                    KafkaError.UNKNOWN_TOPIC_OR_PART,
+                    KafkaError.TOPIC_AUTHORIZATION_FAILED,
+                ):
+                    raise SystemFailureError(f"kafka consumer of system {self._system!r}: {err.str()}")
+                log.warning("kafka consumer of system %r: %s", self._system, err.str())
+                continue
+            key = (m.topic() or "", m.partition() or 0)
+            if key != last_key:
+                ssp = ssp_of[key]
+                bucket = out.get(ssp) or out.setdefault(ssp, [])
+                last_key = key
+            ts = m.timestamp()
+            bucket.append((m.offset() or 0, m.key(), m.value(), ts[1] if ts[0] else 0))
+        return out
+
+    def pause(self, ssps: list[SystemStreamPartition]) -> None:
+        self._consumer.pause([TopicPartition(s.stream, s.partition) for s in ssps])
+
+    def resume(self, ssps: list[SystemStreamPartition]) -> None:
+        self._consumer.resume([TopicPartition(s.stream, s.partition) for s in ssps])
+
+    def high_watermark(self, ssp: SystemStreamPartition) -> int | None:
+        # cached=True reads the high watermark that fetch responses carry: right on Tansu too,
+        # unlike ListOffsets(latest) (see ARCHITECTURE.md, known quirks).
+        try:
+            _low, high = self._consumer.get_watermark_offsets(TopicPartition(ssp.stream, ssp.partition), cached=True)
+        except Exception:
+            return None
+        return int(high) if high >= 0 else None
+
+    def stop(self) -> None:
+        try:
+            self._consumer.close()
+        except RuntimeError:
+            pass
