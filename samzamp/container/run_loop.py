@@ -33,7 +33,10 @@ __all__ = ["RunLoop"]
 
 log = logging.getLogger(__name__)
 
+# A slice ends after this many envelopes or this much time, whichever comes first, so that timers
+# (window, commit) and completions from other threads are never held back for long.
 SLICE = 256
+SLICE_S = 0.005
 
 
 class RunLoop:
@@ -183,7 +186,11 @@ class RunLoop:
         choose = self._consumers.choose
         by_ssp = self._by_ssp
         run_task = self._run_task
+        clock = self._clock
+        deadline = clock() + SLICE_S
         for _ in range(SLICE):
+            if clock() > deadline:
+                break
             chosen = choose()
             if chosen is None:
                 break

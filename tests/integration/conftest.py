@@ -1,0 +1,27 @@
+"""Session fixture: one real embedded broker (Tansu on 127.0.0.1) for every integration test."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+
+import pytest
+
+from samzamp.systems.kafka import EmbeddedBroker
+
+_names = itertools.count()
+
+
+@pytest.fixture(scope="session")
+def broker() -> Iterator[EmbeddedBroker]:
+    b = EmbeddedBroker().start()
+    try:
+        yield b
+    finally:
+        b.stop()
+
+
+@pytest.fixture
+def unique() -> str:
+    """A fresh suffix for topic and job names, so tests sharing the broker never collide."""
+    return f"t{next(_names)}"

@@ -1,0 +1,169 @@
+"""Helpers for tests against the real embedded broker: topics, producing, reading, running containers."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from samzamp.commit.checkpoint import decode_checkpoint, decode_key
+from samzamp.systems.kafka.codes import PARTITION_EOF
+
+ROOT = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
+
+
+def create_topic(bootstrap: str, name: str, partitions: int) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(timeout=30)
+    deadline = time.monotonic() + 15
+    while name not in admin.list_topics(timeout=5).topics:
+        assert time.monotonic() < deadline, f"topic {name} never appeared"
+        time.sleep(0.05)
+
+
+def produce(bootstrap: str, topic: str, partitions: int, count: int, start: int = 0) -> None:
+    """``count`` string messages "m<i>" spread round-robin over the partitions."""
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for i in range(start, start + count):
+        p.produce(topic, f"m{i}".encode(), str(i).encode(), partition=i % partitions)
+        if i % 5000 == 0:
+            p.poll(0)
+    assert p.flush(30) == 0
+
+
+def read_all(bootstrap: str, topic: str, partitions: list[int]) -> list[Any]:
+    """Every record of the partitions, from the oldest to the end."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "test-read", "enable.partition.eof": True})
+    c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
+    out = []
+    eof: set[int] = set()
+    deadline = time.monotonic() + 60
+    try:
+        while len(eof) < len(partitions):
+            assert time.monotonic() < deadline, f"reading {topic} did not reach its end"
+            for m in c.consume(5000, 0.5):
+                err = m.error()
+                if err is None:
+                    out.append(m)
+                elif err.code() == PARTITION_EOF:
+                    eof.add(m.partition())
+    finally:
+        c.close()
+    return out
+
+
+def read_checkpoints(bootstrap: str, job: str, job_id: str = "1") -> list[tuple[str, dict[int, int]]]:
+    """Every checkpoint record in topic order, as (task name, {partition: offset})."""
+    topic = f"__samza_checkpoint_ver_1_for_{job}_{job_id}"
+    out = []
+    for m in read_all(bootstrap, topic, [0]):
+        key = decode_key(m.key())
+        assert key is not None
+        cp = decode_checkpoint(key.task_name, m.value())
+        out.append((key.task_name, {o.partition: o.offset for o in cp.input_offsets}))
+    return out
+
+
+def write_config(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
+
+
+class Container:
+    """``bin/samzamp-container`` as a subprocess with the test tasks importable."""
+
+    def __init__(self, config: Path, bootstrap: str, *overrides: str, log: Path | None = None) -> None:
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join([str(HERE), str(ROOT), env.get("PYTHONPATH", "")])
+        args = [sys.executable, "-m", "samzamp.cli.container", str(config), "--set", f"systems.kafka.bootstrap.servers={bootstrap}"]
+        for o in overrides:
+            args += ["--set", o]
+        self.log = log
+        out = open(log, "ab") if log else subprocess.DEVNULL  # noqa: SIM115
+        try:
+            self.proc = subprocess.Popen(args, env=env, stdout=out, stderr=out, cwd=str(ROOT))
+        finally:
+            if log:
+                out.close()  # the child has its own copy
+
+    def kill(self) -> None:
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(timeout=30)
+
+    def stop(self, timeout: float = 60) -> int:
+        self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout=timeout)
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def log_text(self) -> str:
+        return self.log.read_text() if self.log and self.log.exists() else ""
+
+
+def wait_until(cond: Callable[[], bool], timeout: float, what: str, container: Container | None = None) -> None:
+    """Poll ``cond`` (a condition on files or topics written by another process) until it holds."""
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if container is not None and not container.alive():
+            raise AssertionError(f"container exited ({container.proc.returncode}) while waiting for {what}:\n{container.log_text()[-3000:]}")
+        if time.monotonic() > deadline:
+            tail = container.log_text()[-3000:] if container else ""
+            raise AssertionError(f"timed out waiting for {what}\n{tail}")
+        time.sleep(0.05)
+
+
+def job_toml(job: str, task_class: str, input_topic: str, record_dir: Path, extra: str = "", top: str = "") -> str:
+    return f"""
+test.record.dir = "{record_dir}"
+{top}
+
+[job]
+name = "{job}"
+default.system = "kafka"
+
+[task]
+class = "{task_class}"
+inputs = ["kafka.{input_topic}"]
+commit.ms = 300
+
+[systems.kafka]
+samza.factory = "kafka"
+default.stream.samza.offset.default = "oldest"
+
+[streams.{input_topic}]
+samza.key.serde = "string"
+samza.msg.serde = "string"
+
+[metrics]
+log.interval.ms = 0
+{extra}
+"""
+
+
+def records(record_dir: Path, kinds: str = "P") -> list[tuple[str, int, int]]:
+    """(kind, a, b) lines of every record file in ``record_dir`` (all runs)."""
+    out = []
+    for f in sorted(record_dir.glob("*.log")):
+        for line in f.read_text().splitlines():
+            parts = line.split()
+            if len(parts) == 3 and parts[0] in kinds:
+                out.append((parts[0], int(parts[1]), int(parts[2])))
+    return out
+
+
+def count_lines(record_dir: Path, prefix: str = "P ") -> int:
+    n = 0
+    for f in record_dir.glob("*.log"):
+        with open(f, "rb") as fh:
+            n += sum(1 for line in fh if line.startswith(prefix.encode()))
+    return n

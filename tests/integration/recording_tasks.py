@@ -1,0 +1,123 @@
+"""Tasks used by the integration tests. Each records what it does to a file, one line per event,
+with unbuffered appends (os.write) so that a SIGKILL loses nothing that happened before it.
+
+Config keys (passed through to the task): test.record.dir, test.output.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import time
+
+from samzamp import (
+    AsyncStreamTask,
+    CheckpointListenerTask,
+    OutgoingMessageEnvelope,
+    StreamTask,
+    SystemStream,
+    WindowableTask,
+    InitableTask,
+)
+
+
+class _Recorder:
+    def _open(self, context) -> None:
+        d = context.config["test.record.dir"]
+        name = context.task_name.replace(" ", "_")
+        self._fd = os.open(os.path.join(d, f"{name}.{os.getpid()}.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        out = context.config.get("test.output")
+        self.output = SystemStream("kafka", out) if out else None
+
+    def record(self, line: str) -> None:
+        os.write(self._fd, (line + "\n").encode())
+
+
+class OrderTask(StreamTask, InitableTask, _Recorder):
+    """Records ``P <partition> <offset>`` for every processed message and forwards it."""
+
+    def init(self, context) -> None:
+        self._open(context)
+
+    def process(self, envelope, collector, coordinator) -> None:
+        ssp = envelope.system_stream_partition
+        if self.output is not None:
+            collector.send(OutgoingMessageEnvelope(self.output, envelope.message, key=envelope.key))
+        self.record(f"P {ssp.partition} {envelope.offset}")
+
+
+class RandomAsyncTask(AsyncStreamTask, InitableTask, _Recorder):
+    """max.concurrency > 1: each message sleeps a random 0-4 ms, so completions come out of order.
+    Records ``S p o`` at start and ``C p o`` just before completing."""
+
+    def init(self, context) -> None:
+        self._open(context)
+        self._rng = random.Random(os.getpid())
+
+    async def process_async(self, envelope, collector, coordinator) -> None:
+        ssp = envelope.system_stream_partition
+        self.record(f"S {ssp.partition} {envelope.offset}")
+        await asyncio.sleep(self._rng.random() * 0.004)
+        if self.output is not None:
+            collector.send(OutgoingMessageEnvelope(self.output, envelope.message, key=envelope.key))
+        self.record(f"C {ssp.partition} {envelope.offset}")
+
+
+class _SpanRecorder(CheckpointListenerTask, WindowableTask, InitableTask, _Recorder):
+    """Records spans as ``<kind> <start_ns> <end_ns>`` with kind P (process), W (window), K (commit)."""
+
+    def init(self, context) -> None:
+        self._open(context)
+        self._commit_start = 0
+
+    def window(self, collector, coordinator) -> None:
+        t0 = time.monotonic_ns()
+        time.sleep(0.002)
+        self.record(f"W {t0} {time.monotonic_ns()}")
+
+    def before_commit(self) -> None:
+        self._commit_start = time.monotonic_ns()
+
+    def on_checkpoint(self, offsets) -> None:
+        self.record(f"K {self._commit_start} {time.monotonic_ns()}")
+
+
+class SyncSpanTask(StreamTask, _SpanRecorder):
+    def process(self, envelope, collector, coordinator) -> None:
+        t0 = time.monotonic_ns()
+        time.sleep(0.0005)
+        self.record(f"P {t0} {time.monotonic_ns()}")
+
+
+class AsyncSpanTask(AsyncStreamTask, _SpanRecorder):
+    async def process_async(self, envelope, collector, coordinator) -> None:
+        t0 = time.monotonic_ns()
+        await asyncio.sleep(0.001)
+        self.record(f"P {t0} {time.monotonic_ns()}")
+
+
+class CallbackTask(AsyncStreamTask, InitableTask, _Recorder):
+    """Completes from another thread (callback-style AsyncStreamTask)."""
+
+    def init(self, context) -> None:
+        self._open(context)
+
+    def process_async(self, envelope, collector, coordinator, callback) -> None:
+        ssp = envelope.system_stream_partition
+
+        def work() -> None:
+            self.record(f"C {ssp.partition} {envelope.offset}")
+            callback.complete()
+
+        import threading
+
+        threading.Timer(0.001, work).start()
+
+
+class FailingTask(StreamTask):
+    """Raises on the message whose value is test.fail.at."""
+
+    def process(self, envelope, collector, coordinator) -> None:
+        if envelope.message == "m50":
+            raise ValueError("boom at m50")
