@@ -23,10 +23,11 @@ def flatten(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     flat: dict[str, Any] = {}
     for name, value in table.items():
         key = f"{prefix}.{name}" if prefix else str(name)
-        if isinstance(value, Mapping):
-            flat.update(flatten(value, key))
-        else:
-            flat[key] = value
+        nested = flatten(value, key) if isinstance(value, Mapping) else {key: value}
+        for k, v in nested.items():
+            if k in flat:
+                raise ConfigError(k, "is set twice (once as a dotted key, once in a table); keep one")
+            flat[k] = v
     return flat
 
 

@@ -234,7 +234,9 @@ def _stream_id_for(config: Config, system_stream: SystemStream) -> str:
             sid = key[len("streams.") : -len(".samza.physical.name")]
             if (config.get_str(f"streams.{sid}.samza.system") or system_stream.system) == system_stream.system:
                 return sid
-    return system_stream.stream
+    # The stream's own name is its id only if that id is not mapped to another topic.
+    own = config.get_str(f"streams.{system_stream.stream}.samza.physical.name")
+    return system_stream.stream if own in (None, system_stream.stream) else f"{system_stream.stream}\0unconfigured"
 
 
 def _stream(config: Config, systems: dict[str, SystemSettings], ss: SystemStream) -> StreamSettings:

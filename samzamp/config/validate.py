@@ -32,15 +32,15 @@ def validate(config: Config) -> JobSettings:
     check_keys(config)
     settings = JobSettings.from_config(config)
     serdes = SerdeRegistry(settings.serializers)
-    for ss in settings.task.inputs:
-        stream = settings.stream(ss)
-        for kind, name in (("key", stream.key_serde), ("msg", stream.msg_serde)):
-            if name is not None:
-                serdes.get(name, f"streams.{stream.stream_id}.samza.{kind}.serde")
     for key in config:
         if key.endswith((".samza.key.serde", ".samza.msg.serde")) or (
             key.startswith("stores.") and key.endswith(".serde")
         ):
             serdes.get(str(config[key]), key)
+    for ss in settings.task.inputs:
+        stream = settings.stream(ss)
+        for kind, name in (("key", stream.key_serde), ("msg", stream.msg_serde)):
+            if name is not None:
+                serdes.get(name, f"streams.{stream.stream_id}.samza.{kind}.serde")
     load_task_class(settings.task.task_class)
     return settings

@@ -21,6 +21,8 @@ __all__ = ["BUILTIN_SERDES", "SerdeRegistry", "load_object"]
 
 class BytesSerde:
     def to_bytes(self, value: Any) -> bytes:
+        if not isinstance(value, (bytes, bytearray, memoryview)):
+            raise TypeError(f"the bytes serde takes bytes, got {type(value).__name__}")
         return bytes(value)
 
     def from_bytes(self, data: bytes) -> Any:
@@ -29,7 +31,9 @@ class BytesSerde:
 
 class StringSerde:
     def to_bytes(self, value: Any) -> bytes:
-        return str(value).encode("utf-8")
+        if not isinstance(value, str):
+            raise TypeError(f"the string serde takes str, got {type(value).__name__}")
+        return value.encode("utf-8")
 
     def from_bytes(self, data: bytes) -> Any:
         return data.decode("utf-8")

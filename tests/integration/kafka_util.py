@@ -84,7 +84,14 @@ class Container:
     def __init__(self, config: Path, bootstrap: str, *overrides: str, log: Path | None = None) -> None:
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join([str(HERE), str(ROOT), env.get("PYTHONPATH", "")])
-        args = [sys.executable, "-m", "samzamp.cli.container", str(config), "--set", f"systems.kafka.bootstrap.servers={bootstrap}"]
+        args = [
+            sys.executable,
+            "-m",
+            "samzamp.cli.container",
+            str(config),
+            "--set",
+            f"systems.kafka.bootstrap.servers={bootstrap}",
+        ]
         for o in overrides:
             args += ["--set", o]
         self.log = log
@@ -115,7 +122,9 @@ def wait_until(cond: Callable[[], bool], timeout: float, what: str, container: C
     deadline = time.monotonic() + timeout
     while not cond():
         if container is not None and not container.alive():
-            raise AssertionError(f"container exited ({container.proc.returncode}) while waiting for {what}:\n{container.log_text()[-3000:]}")
+            raise AssertionError(
+                f"container exited ({container.proc.returncode}) while waiting for {what}:\n{container.log_text()[-3000:]}"
+            )
         if time.monotonic() > deadline:
             tail = container.log_text()[-3000:] if container else ""
             raise AssertionError(f"timed out waiting for {what}\n{tail}")

@@ -14,11 +14,11 @@ import time
 from samzamp import (
     AsyncStreamTask,
     CheckpointListenerTask,
+    InitableTask,
     OutgoingMessageEnvelope,
     StreamTask,
     SystemStream,
     WindowableTask,
-    InitableTask,
 )
 
 

@@ -8,7 +8,6 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
-
 from kafka_util import (
     Container,
     count_lines,
@@ -43,7 +42,10 @@ def test_order_and_exactly_once_in_a_clean_run(broker, unique, tmp_path: Path) -
     rec = tmp_path / "rec"
     rec.mkdir()
     extra = f'[streams.{out}]\nsamza.key.serde = "string"\nsamza.msg.serde = "string"\npartitions = 2\n'
-    cfg = write_config(tmp_path / "job.toml", job_toml(f"order-{unique}", "recording_tasks:OrderTask", topic, rec, extra, top=f'test.output = "{out}"'))
+    cfg = write_config(
+        tmp_path / "job.toml",
+        job_toml(f"order-{unique}", "recording_tasks:OrderTask", topic, rec, extra, top=f'test.output = "{out}"'),
+    )
     c = Container(cfg, broker.bootstrap_servers, "task.fetch.threshold=400", log=tmp_path / "container.log")
     wait_until(lambda: count_lines(rec) >= n, 120, f"{n} processed messages", c)
     assert c.stop() == 0, c.log_text()[-3000:]
@@ -57,9 +59,11 @@ def test_order_and_exactly_once_in_a_clean_run(broker, unique, tmp_path: Path) -
         assert set(offsets) == _expected(n)[p]
         assert len(offsets) == len(set(offsets)), f"partition {p} has duplicates in a clean run"
     # Every input was forwarded exactly once and the final checkpoint is each partition's last offset.
-    assert sorted(m.value().decode() for m in read_all(broker.bootstrap_servers, out, [0, 1])) == sorted(f"m{i}" for i in range(n))
+    assert sorted(m.value().decode() for m in read_all(broker.bootstrap_servers, out, [0, 1])) == sorted(
+        f"m{i}" for i in range(n)
+    )
     final: dict[int, int] = {}
-    for task, offsets in read_checkpoints(broker.bootstrap_servers, f"order-{unique}"):
+    for _task, offsets in read_checkpoints(broker.bootstrap_servers, f"order-{unique}"):
         final.update(offsets)
     assert final == {p: max(_expected(n)[p]) for p in range(PARTITIONS)}
 
@@ -68,11 +72,15 @@ def _assert_checkpoints_monotonic(checkpoints: list[tuple[str, dict[int, int]]])
     last: dict[tuple[str, int], int] = {}
     for task, offsets in checkpoints:
         for p, o in offsets.items():
-            assert o >= last.get((task, p), -1), f"checkpoint of {task} partition {p} went back from {last[(task, p)]} to {o}"
+            assert o >= last.get((task, p), -1), (
+                f"checkpoint of {task} partition {p} went back from {last[(task, p)]} to {o}"
+            )
             last[(task, p)] = o
 
 
-def _crash_loop(broker, tmp_path: Path, job: str, topic: str, task: str, n: int, kills: int, kinds: str, *overrides: str):
+def _crash_loop(
+    broker, tmp_path: Path, job: str, topic: str, task: str, n: int, kills: int, kinds: str, *overrides: str
+):
     """Run, SIGKILL at random points ``kills`` times, then run to the end; return the checkpoints
     written during each run (with the run's record file set) for the caller to check."""
     rng = random.Random(1234)
@@ -133,7 +141,9 @@ def test_low_watermark_async_out_of_order_with_sigkill(broker, unique, tmp_path:
     topic, job = f"in-{unique}", f"lowwm-{unique}"
     create_topic(broker.bootstrap_servers, topic, PARTITIONS)
     produce(broker.bootstrap_servers, topic, PARTITIONS, n)
-    rec, runs = _crash_loop(broker, tmp_path, job, topic, "RandomAsyncTask", n, 5, "C", "task.max.concurrency=8", "task.commit.ms=100")
+    rec, runs = _crash_loop(
+        broker, tmp_path, job, topic, "RandomAsyncTask", n, 5, "C", "task.max.concurrency=8", "task.commit.ms=100"
+    )
     completed = {(p, o) for k, p, o in records(rec, "C")}
     expected = {(p, o) for p, offs in _expected(n).items() for o in offs}
     assert completed == expected, f"{len(expected - completed)} messages lost"
@@ -162,7 +172,11 @@ def test_window_and_commit_exclusive_with_process(broker, unique, tmp_path: Path
     rec.mkdir()
     cfg = write_config(tmp_path / "job.toml", job_toml(job, f"recording_tasks:{task}", topic, rec))
     c = Container(
-        cfg, broker.bootstrap_servers, f"task.max.concurrency={concurrency}", "task.window.ms=100", "task.commit.ms=150",
+        cfg,
+        broker.bootstrap_servers,
+        f"task.max.concurrency={concurrency}",
+        "task.window.ms=100",
+        "task.commit.ms=150",
         log=tmp_path / "container.log",
     )
     wait_until(lambda: count_lines(rec, "P ") >= n, 180, "all processed", c)
@@ -184,6 +198,7 @@ def test_window_and_commit_exclusive_with_process(broker, unique, tmp_path: Path
         # With concurrency > 1, messages of one task really overlapped each other.
         if concurrency > 1:
             assert any(b1 > a2 for (a1, b1), (a2, b2) in zip(procs, procs[1:], strict=False))
-    assert windows_seen >= 8 and commits_seen >= 4
+    assert windows_seen >= 8
+    assert commits_seen >= 4
     median = statistics.median(intervals)
     assert 50 <= median <= 150, f"window ran every {median:.0f} ms, not every 100 ms (±50%)"

@@ -7,10 +7,7 @@ import time
 from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
-from confluent_kafka.admin import (
-    AdminClient,
-    NewTopic,  # type: ignore[attr-defined]
-)
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from samzamp.api.envelope import SystemStreamPartition
 from samzamp.api.errors import SystemFailureError

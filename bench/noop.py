@@ -1,0 +1,402 @@
+"""No-op throughput: a plain confluent-kafka consume->produce loop vs samzamp's no-op job, side by side.
+
+One embedded broker (Tansu, memory only, 127.0.0.1) serves both. The input topic (4 partitions,
+``--messages`` JSON values of ~100 bytes, keys ``str(i % 10000)``) is written once before measuring;
+then, ``--repeat`` times, alternately:
+
+plain    one Consumer (assign, all 4 partitions from offset 0) and one Producer in this process; each
+         value is JSON-decoded and re-encoded (msgspec, as samzamp's json serde does) and produced to
+         an output topic with the same key. Timed from the first consumed batch to the end of the
+         final flush.
+samzamp  ``bin/samzamp-container`` running bench/noop_task.py:NoopTask in a subprocess. This process
+         tails the job's output topic: throughput is timed from the first output seen to the last
+         (start-up is reported apart, as "start -> first output"). Then SIGTERM; the container must
+         exit 0.
+
+Prints the median of each, and ``noop ratio samzamp/plain``. Exits 0 whatever the ratio.
+
+    .venv/bin/python bench/noop.py [--messages N] [--repeat R]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import msgspec
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from samzamp.systems.kafka import EmbeddedBroker
+
+BENCH_DIR = Path(__file__).resolve().parent
+CONTAINER_BIN = BENCH_DIR.parent / "bin" / "samzamp-container"
+PARTITIONS = 4
+INPUT_TOPIC = "bench-noop-in"
+TARGET = 0.5
+
+# The producer settings samzamp's KafkaSystemProducer uses, so that both sides ask the broker the same.
+PRODUCER_CONF = {
+    "linger.ms": 5,
+    "partitioner": "murmur2_random",
+    "enable.idempotence": False,
+    "acks": "all",
+    "queue.buffering.max.messages": 200000,
+}
+# Likewise for the consumer (samzamp's consumer_config).
+CONSUMER_CONF = {
+    "enable.auto.commit": False,
+    "enable.auto.offset.store": False,
+    "auto.offset.reset": "earliest",
+    "fetch.wait.max.ms": 50,
+    "queued.max.messages.kbytes": 16384,
+}
+
+
+@dataclass
+class PlainResult:
+    messages: int
+    seconds: float
+    cpu: float  # CPU seconds of this process in the timed window, over its wall time
+    broker_cpu: float  # likewise for the broker
+
+    @property
+    def rate(self) -> float:
+        return self.messages / self.seconds
+
+
+@dataclass
+class SamzampResult:
+    messages: int  # outputs counted in the timed window (after the first batch seen)
+    seconds: float  # first output seen -> last output seen
+    startup_s: float  # container started -> first output seen
+    cpu: float  # the container's CPU seconds in the timed window, over its wall time
+    broker_cpu: float  # likewise for the broker
+    shutdown_s: float  # SIGTERM -> exit
+    outputs: int  # every output seen, including any after the target count
+
+    @property
+    def rate(self) -> float:
+        return self.messages / self.seconds
+
+
+def cpu_seconds(pid: int | None = None) -> float:
+    """CPU time (user + system, all threads) of a process; this one when pid is None; NaN if unknown."""
+    if pid is None:
+        return time.process_time()
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return float("nan")
+
+
+def create_topics(bootstrap: str, names: list[str]) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.create_topics([NewTopic(n, num_partitions=PARTITIONS, replication_factor=1) for n in names])
+    for name, fut in futures.items():
+        try:
+            fut.result(timeout=30)
+        except KafkaException as e:
+            raise SystemExit(f"cannot create topic {name}: {e}") from e
+    del admin  # only now: the futures above needed it alive
+
+
+def make_value(i: int) -> bytes:
+    # ~100 bytes of JSON
+    return msgspec.json.encode(
+        {"id": i, "user": f"user-{i % 10000:05d}", "event": "click", "ts": 1700000000000 + i, "pad": "x" * 24}
+    )
+
+
+def produce_input(bootstrap: str, n: int) -> float:
+    p = Producer({"bootstrap.servers": bootstrap, **PRODUCER_CONF})
+    size = 0
+    for i in range(n):
+        value = make_value(i)
+        size += len(value)
+        while True:
+            try:
+                p.produce(INPUT_TOPIC, value, str(i % 10000).encode())
+                break
+            except BufferError:
+                p.poll(0.01)
+        if i % 1000 == 0:
+            p.poll(0)
+    if p.flush(60) != 0:
+        raise SystemExit("input: flush timed out")
+    return size / max(n, 1)
+
+
+def _assign_all(consumer: Consumer, topic: str) -> None:
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
+
+
+def count_topic(bootstrap: str, topic: str, expected: int, timeout_s: float = 60.0) -> int:
+    """Messages in ``topic``: read until ``expected`` are seen, then until 1 s passes with none new."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-count-{topic}", **CONSUMER_CONF})
+    _assign_all(c, topic)
+    count = 0
+    deadline = time.monotonic() + timeout_s
+    quiet_until = None
+    try:
+        while time.monotonic() < deadline:
+            msgs = c.consume(10000, 0.2)
+            count += sum(1 for m in msgs if m.error() is None)
+            if count >= expected:
+                if msgs:
+                    quiet_until = time.monotonic() + 1.0
+                elif quiet_until is not None and time.monotonic() > quiet_until:
+                    break
+    finally:
+        c.close()
+    return count
+
+
+def run_plain(bootstrap: str, out_topic: str, n: int, rep: int, broker_pid: int | None) -> PlainResult:
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-noop-plain-{rep}", **CONSUMER_CONF})
+    _assign_all(c, INPUT_TOPIC)
+    p = Producer({"bootstrap.servers": bootstrap, **PRODUCER_CONF})
+    decode = msgspec.json.Decoder().decode
+    encode = msgspec.json.Encoder().encode
+    produce = p.produce
+    count = 0
+    t_first = None
+    deadline = time.monotonic() + 300
+    try:
+        while count < n:
+            msgs = c.consume(1000, 1.0)
+            if not msgs:
+                if time.monotonic() > deadline:
+                    raise SystemExit(f"plain: only {count}/{n} messages consumed")
+                continue
+            if t_first is None:
+                t_first = time.perf_counter()
+                cpu0, bcpu0 = cpu_seconds(), cpu_seconds(broker_pid)
+            for m in msgs:
+                if m.error() is not None:
+                    continue
+                value = encode(decode(m.value()))
+                while True:
+                    try:
+                        produce(out_topic, value, m.key())
+                        break
+                    except BufferError:
+                        p.poll(0.01)
+                count += 1
+            p.poll(0)
+        left = p.flush(60)
+        t_end = time.perf_counter()
+        cpu1, bcpu1 = cpu_seconds(), cpu_seconds(broker_pid)
+    finally:
+        c.close()
+    if left:
+        raise SystemExit(f"plain: {left} messages not delivered")
+    assert t_first is not None
+    wall = t_end - t_first
+    return PlainResult(count, wall, (cpu1 - cpu0) / wall, (bcpu1 - bcpu0) / wall)
+
+
+def job_toml(out_topic: str, rep: int) -> str:
+    return f"""\
+[job]
+name = "bench-noop"
+id = "{rep}"
+default.system = "kafka"
+
+[task]
+class = "noop_task:NoopTask"
+inputs = ["kafka.{INPUT_TOPIC}"]
+commit.ms = 5000
+
+[systems.kafka]
+samza.factory = "kafka"
+default.stream.samza.offset.default = "oldest"
+
+[streams.{INPUT_TOPIC}]
+samza.key.serde = "string"
+samza.msg.serde = "json"
+
+[streams.{out_topic}]
+samza.key.serde = "string"
+samza.msg.serde = "json"
+partitions = {PARTITIONS}
+"""
+
+
+def attach_profiler(pid: int, rep: int) -> subprocess.Popen[bytes] | None:
+    """With BENCH_PYSPY=<file prefix>, record the container with py-spy (speedscope JSON, one file a round)."""
+    prefix = os.environ.get("BENCH_PYSPY")
+    if not prefix:
+        return None
+    exe = shutil.which("py-spy", path=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]))
+    if exe is None:
+        raise SystemExit("BENCH_PYSPY is set but py-spy is not installed (pip install py-spy)")
+    out = f"{prefix}-{rep}.speedscope.json"
+    print(f"  py-spy recording the container (pid {pid}) to {out}")
+    cmd = [exe, "record", "--pid", str(pid), "--format", "speedscope", "-o", out, "--rate", "500", "--nonblocking"]
+    return subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def run_samzamp(
+    bootstrap: str, out_topic: str, n: int, rep: int, workdir: Path, broker_pid: int | None
+) -> SamzampResult:
+    toml_path = workdir / f"noop-{rep}.toml"
+    toml_path.write_text(job_toml(out_topic, rep))
+    log_path = workdir / f"container-{rep}.log"
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(x for x in (str(BENCH_DIR), env.get("PYTHONPATH", "")) if x)
+    env["BENCH_NOOP_OUTPUT"] = out_topic
+
+    tail = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"bench-noop-tail-{rep}",
+            **CONSUMER_CONF,
+            "fetch.wait.max.ms": 10,
+        }
+    )
+    _assign_all(tail, out_topic)
+    count = 0
+    first_batch = 0
+    t_first = t_last = None
+    with open(log_path, "wb") as log:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(
+            [str(CONTAINER_BIN), str(toml_path), "--set", f"systems.kafka.bootstrap.servers={bootstrap}"],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
+        profiler = attach_profiler(proc.pid, rep)
+        try:
+            deadline = time.monotonic() + 600
+            while count < n:
+                if proc.poll() is not None:
+                    raise RuntimeError(f"container exited with {proc.returncode} after {count}/{n} outputs")
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"only {count}/{n} outputs within 600 s")
+                msgs = tail.consume(1000, 0.2)
+                now = time.perf_counter()
+                got = sum(1 for m in msgs if m.error() is None)
+                if not got:
+                    continue
+                count += got
+                if t_first is None:
+                    t_first, first_batch = now, got
+                    cpu0, bcpu0 = cpu_seconds(proc.pid), cpu_seconds(broker_pid)
+                t_last = now
+            cpu1, bcpu1 = cpu_seconds(proc.pid), cpu_seconds(broker_pid)
+            t_term = time.perf_counter()
+            proc.send_signal(signal.SIGTERM)
+            try:
+                rc = proc.wait(timeout=120)
+            except subprocess.TimeoutExpired:
+                raise RuntimeError("container did not exit within 120 s of SIGTERM") from None
+            shutdown_s = time.perf_counter() - t_term
+            if rc != 0:
+                raise RuntimeError(f"container exited with {rc} after SIGTERM")
+            # Anything produced after the target count (duplicates would show here).
+            while True:
+                msgs = tail.consume(10000, 0.5)
+                if not msgs:
+                    break
+                count += sum(1 for m in msgs if m.error() is None)
+        except BaseException as e:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            log.flush()
+            tail_lines = log_path.read_text(errors="replace").splitlines()[-30:]
+            print("\n".join(["--- container log (last lines) ---", *tail_lines, "---"]), file=sys.stderr)
+            if isinstance(e, RuntimeError):
+                raise SystemExit(f"samzamp: {e}") from None
+            raise
+        finally:
+            tail.close()
+            if profiler is not None:
+                profiler.wait(timeout=60)
+    assert t_first is not None and t_last is not None
+    wall = t_last - t_first
+    return SamzampResult(
+        n - first_batch, wall, t_first - t0, (cpu1 - cpu0) / wall, (bcpu1 - bcpu0) / wall, shutdown_s, count
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--messages", type=int, default=200000, help="input messages (default 200000)")
+    ap.add_argument("--repeat", type=int, default=1, help="alternating plain/samzamp rounds; medians reported")
+    args = ap.parse_args(argv)
+    n, reps = args.messages, args.repeat
+    if n < 2 or reps < 1:
+        ap.error("--messages must be >= 2 and --repeat >= 1")
+
+    broker = EmbeddedBroker(die_with_parent=True).start()
+    try:
+        bs = broker.bootstrap_servers
+        broker_pid = broker.process.pid if broker.process is not None else None
+        plain_outs = [f"bench-noop-plain-out-{r}" for r in range(reps)]
+        samzamp_outs = [f"bench-noop-samzamp-out-{r}" for r in range(reps)]
+        create_topics(bs, [INPUT_TOPIC, *plain_outs, *samzamp_outs])
+        t = time.perf_counter()
+        avg = produce_input(bs, n)
+        print(
+            f"broker {bs} (tansu); input: {n} messages, {PARTITIONS} partitions, "
+            f"{avg:.0f} B values, written in {time.perf_counter() - t:.1f} s; cpus: {os.cpu_count()}"
+        )
+
+        plains: list[PlainResult] = []
+        sams: list[SamzampResult] = []
+        with tempfile.TemporaryDirectory(prefix="bench-noop-") as tmp:
+            for r in range(reps):
+                pr = run_plain(bs, plain_outs[r], n, r, broker_pid)
+                delivered = count_topic(bs, plain_outs[r], n)
+                if delivered != n:
+                    print(f"  warning: plain output has {delivered} messages, expected {n}")
+                plains.append(pr)
+                print(
+                    f"round {r + 1}/{reps}  plain   {pr.rate:>9,.0f} msg/s  ({pr.messages} in {pr.seconds:.2f} s; "
+                    f"cpu: loop {pr.cpu:.0%}, broker {pr.broker_cpu:.0%})"
+                )
+
+                sr = run_samzamp(bs, samzamp_outs[r], n, r, Path(tmp), broker_pid)
+                sams.append(sr)
+                extra = f", {sr.outputs - n} extra outputs" if sr.outputs != n else ""
+                print(
+                    f"round {r + 1}/{reps}  samzamp {sr.rate:>9,.0f} msg/s  ({sr.messages} in {sr.seconds:.2f} s; "
+                    f"cpu: container {sr.cpu:.0%}, broker {sr.broker_cpu:.0%}; start -> first output {sr.startup_s:.2f} s, "
+                    f"SIGTERM -> exit 0 in {sr.shutdown_s:.2f} s{extra})"
+                )
+    finally:
+        broker.stop()
+
+    plain_rate = statistics.median(p.rate for p in plains)
+    sam_rate = statistics.median(s.rate for s in sams)
+    startup = statistics.median(s.startup_s for s in sams)
+    shutdown = statistics.median(s.shutdown_s for s in sams)
+    ratio = sam_rate / plain_rate
+    label = "median of " + str(reps) if reps > 1 else "1 run"
+    print()
+    print(f"{'no-op, ' + label:<28} {'msg/s':>10}")
+    print(f"{'plain confluent-kafka':<28} {plain_rate:>10,.0f}")
+    print(f"{'samzamp container':<28} {sam_rate:>10,.0f}")
+    print(f"{'samzamp start -> first out':<28} {startup:>9.2f}s")
+    print(f"{'samzamp SIGTERM -> exit':<28} {shutdown:>9.2f}s")
+    print()
+    print(f"noop ratio samzamp/plain: {ratio:.2f} (target >= {TARGET})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

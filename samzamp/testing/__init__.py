@@ -1,0 +1,5 @@
+"""The public test kit: run a task on in-memory inputs, without Kafka (Samza's TestRunner)."""
+
+from samzamp.testing.runner import TestResult, TestRunner
+
+__all__ = ["TestResult", "TestRunner"]

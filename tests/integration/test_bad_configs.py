@@ -1,0 +1,180 @@
+"""Acceptance: broken configs make ``samzamp-container`` exit 2 with one line that names the key.
+
+Each case derives a broken config from a valid base and runs the real CLI in a subprocess. Every one
+must fail in validation, before anything connects: the base points at 127.0.0.1:9, which is never
+contacted (a case that got that far would not exit 2 with a config error).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from samzamp.config import flatten, load_config, validate
+
+pytestmark = pytest.mark.integration
+
+TIMEOUT_S = 60
+
+BASE_TOML = """\
+[job]
+name = "word-count"
+id = "1"
+default.system = "kafka"
+
+[task]
+class = "samzamp.examples.word_count:WordCountTask"
+inputs = ["kafka.lines"]
+window.ms = 1000
+commit.ms = 5000
+max.concurrency = 1
+
+[systems.kafka]
+samza.factory = "kafka"
+bootstrap.servers = "127.0.0.1:9"
+default.stream.samza.offset.default = "oldest"
+
+[streams.lines]
+samza.msg.serde = "string"
+partitions = 4
+
+[streams.word-counts]
+samza.key.serde = "string"
+samza.msg.serde = "long"
+partitions = 4
+"""
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, str):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    raise TypeError(value)
+
+
+def _render(values: dict[str, Any]) -> str:
+    """Flat dotted keys as TOML (each whole key quoted, so any key round-trips)."""
+    return "".join(f'"{key}" = {_toml_value(value)}\n' for key, value in values.items())
+
+
+def _base_values() -> dict[str, Any]:
+    return flatten(tomllib.loads(BASE_TOML))
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    key: str | None  # the key the one-line message must name; None: the config file's path
+    set: dict[str, Any] = field(default_factory=dict)  # keys to add or change
+    drop: tuple[str, ...] = ()  # keys to remove
+    args: tuple[str, ...] = ()  # extra command-line arguments
+    raw: str | None = None  # the whole file, instead of base + set - drop
+
+    def write(self, tmp_path: Path) -> Path:
+        if self.raw is not None:
+            text = self.raw
+        else:
+            values = _base_values()
+            for key in self.drop:
+                del values[key]
+            values.update(self.set)
+            text = _render(values)
+        path = tmp_path / "job.toml"
+        path.write_text(text, encoding="utf-8")
+        return path
+
+
+CASES = [
+    Case("missing-job-name", "job.name", drop=("job.name",)),
+    Case("empty-job-name", "job.name", set={"job.name": ""}),
+    Case("missing-task-class", "task.class", drop=("task.class",)),
+    Case("missing-task-inputs", "task.inputs", drop=("task.inputs",)),
+    Case("empty-task-inputs", "task.inputs", set={"task.inputs": []}),
+    Case("task-class-not-importable", "task.class", set={"task.class": "no_such_package.tasks:WordCountTask"}),
+    Case("task-class-missing-attr", "task.class", set={"task.class": "samzamp.examples.word_count:NoSuchTask"}),
+    Case("task-class-not-a-task", "task.class", set={"task.class": "collections:OrderedDict"}),
+    Case("task-class-abstract", "task.class", set={"task.class": "samzamp.api.task:StreamTask"}),
+    Case("window-ms-not-an-int", "task.window.ms", set={"task.window.ms": "soon"}),
+    Case("max-concurrency-zero", "task.max.concurrency", set={"task.max.concurrency": 0}),
+    Case("typo-task-comit-ms", "task.comit.ms", set={"task.comit.ms": 5000}),
+    Case("typo-systems-factory", "systems.kafka.samza.factroy", set={"systems.kafka.samza.factroy": "kafka"}),
+    Case("unknown-serde-on-stream", "streams.lines.samza.msg.serde", set={"streams.lines.samza.msg.serde": "nope"}),
+    Case(
+        "unknown-serde-on-output-stream",
+        "streams.word-counts.samza.key.serde",
+        set={"streams.word-counts.samza.key.serde": "utf8"},
+    ),
+    Case("input-names-unconfigured-system", "task.inputs", set={"task.inputs": ["kafka.lines", "hdfs.lines"]}),
+    Case("unknown-system-factory", "systems.kafka.samza.factory", set={"systems.kafka.samza.factory": "rabbitmq"}),
+    Case(
+        "system-without-factory",
+        "systems.other.samza.factory",
+        set={"systems.other.bootstrap.servers": "127.0.0.1:9"},
+    ),
+    Case(
+        "unknown-grouper",
+        "job.systemstreampartition.grouper.factory",
+        set={"job.systemstreampartition.grouper.factory": "GroupByMagic"},
+    ),
+    Case("bad-set-override-value", "task.commit.ms", args=("--set", "task.commit.ms=abc")),
+    Case("set-override-without-equals", "task.commit.ms", args=("--set", "task.commit.ms")),
+    Case("not-valid-toml", None, raw='[job\nname = "word-count"\n'),
+    Case(
+        "offset-default-not-an-enum",
+        "streams.lines.samza.offset.default",
+        set={"streams.lines.samza.offset.default": "newest-ish"},
+    ),
+    Case("default-system-undefined", "job.default.system", set={"job.default.system": "kinesis"}),
+    Case("bool-not-a-bool", "task.drop.producer.errors", set={"task.drop.producer.errors": "sometimes"}),
+    Case("bootstrap-stream-unsupported", "streams.lines.samza.bootstrap", set={"streams.lines.samza.bootstrap": True}),
+]
+
+
+def _run(path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "samzamp.cli.container", str(path), *args],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+        check=False,
+    )
+
+
+def test_cases_are_distinct_and_enough() -> None:
+    assert len({c.id for c in CASES}) == len(CASES)
+    assert len({(repr(sorted(c.set.items())), c.drop, c.args, c.raw) for c in CASES}) == len(CASES)
+    assert len(CASES) >= 12
+
+
+def test_base_config_is_valid(tmp_path: Path) -> None:
+    # Otherwise every case below could fail for the base's fault, not its own.
+    path = Case("base", None).write(tmp_path)
+    settings = validate(load_config(path))
+    assert settings.name == "word-count"
+    assert settings.systems["kafka"].bootstrap_servers == "127.0.0.1:9"
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_bad_config_exits_2_with_one_line_naming_the_key(tmp_path: Path, case: Case) -> None:
+    path = case.write(tmp_path)
+    proc = _run(path, *case.args)
+    stderr = proc.stderr.strip()
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert proc.returncode == 2, f"exit {proc.returncode}\nstdout: {proc.stdout}\nstderr: {proc.stderr}"
+    lines = stderr.splitlines()
+    assert len(lines) == 1, proc.stderr
+    line = lines[0]
+    key = str(path) if case.key is None else case.key
+    assert line.startswith(f"samzamp-container: config error: {key}: "), line
+    assert proc.stdout == ""

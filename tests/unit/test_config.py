@@ -1,0 +1,767 @@
+"""Unit tests of samzamp.config: loading, overrides, typed getters, key checks, settings and validate().
+
+No network: nothing here builds a container or a system.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from samzamp.api.envelope import SystemStream
+from samzamp.api.errors import ConfigError
+from samzamp.config import Config, JobSettings, flatten, load_config, parse_overrides, validate
+from samzamp.config.schema import check_keys
+from samzamp.config.settings import checkpoint_topic_name
+from samzamp.config.validate import load_task_class
+from samzamp.examples.word_count import WordCountTask
+
+WORD_COUNT_TASK = "samzamp.examples.word_count:WordCountTask"
+
+# The smallest config validate() accepts: everything else takes its default.
+MINIMAL: dict[str, Any] = {
+    "job.name": "wc",
+    "task.class": WORD_COUNT_TASK,
+    "task.inputs": ["kafka.lines"],
+    "systems.kafka.samza.factory": "kafka",
+}
+
+
+def _with(**values: Any) -> Config:
+    return Config({**MINIMAL, **values})
+
+
+def _write(tmp_path: Path, name: str, text: str) -> Path:
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(text), encoding="utf-8")
+    return path
+
+
+def _assert_names_key(exc: pytest.ExceptionInfo[ConfigError], key: str) -> None:
+    assert exc.value.key == key
+    assert key in str(exc.value)
+    assert str(exc.value).startswith(f"config error: {key}: ")
+
+
+# --------------------------------------------------------------------------- TOML flattening
+
+
+NESTED_TOML = """
+[job]
+name = "word-count"
+id = "7"
+default.system = "kafka"
+
+[task]
+class = "samzamp.examples.word_count:WordCountTask"
+inputs = ["kafka.lines", "kafka.more"]
+window.ms = 1000
+
+[systems.kafka]
+samza.factory = "kafka"
+consumer.fetch.min.bytes = 1
+
+[systems.kafka.default.stream]
+samza.offset.default = "oldest"
+
+[streams.lines]
+samza.msg.serde = "string"
+partitions = 4
+"""
+
+DOTTED_TOML = """
+job.name = "word-count"
+job.id = "7"
+job.default.system = "kafka"
+task.class = "samzamp.examples.word_count:WordCountTask"
+task.inputs = ["kafka.lines", "kafka.more"]
+task.window.ms = 1000
+systems.kafka.samza.factory = "kafka"
+systems.kafka.consumer.fetch.min.bytes = 1
+systems.kafka.default.stream.samza.offset.default = "oldest"
+streams.lines.samza.msg.serde = "string"
+streams.lines.partitions = 4
+"""
+
+# Samza's flat properties form: each whole key quoted.
+QUOTED_TOML = """
+"job.name" = "word-count"
+"job.id" = "7"
+"job.default.system" = "kafka"
+"task.class" = "samzamp.examples.word_count:WordCountTask"
+"task.inputs" = ["kafka.lines", "kafka.more"]
+"task.window.ms" = 1000
+"systems.kafka.samza.factory" = "kafka"
+"systems.kafka.consumer.fetch.min.bytes" = 1
+"systems.kafka.default.stream.samza.offset.default" = "oldest"
+"streams.lines.samza.msg.serde" = "string"
+"streams.lines.partitions" = 4
+"""
+
+EXPECTED_FLAT = {
+    "job.name": "word-count",
+    "job.id": "7",
+    "job.default.system": "kafka",
+    "task.class": WORD_COUNT_TASK,
+    "task.inputs": ["kafka.lines", "kafka.more"],
+    "task.window.ms": 1000,
+    "systems.kafka.samza.factory": "kafka",
+    "systems.kafka.consumer.fetch.min.bytes": 1,
+    "systems.kafka.default.stream.samza.offset.default": "oldest",
+    "streams.lines.samza.msg.serde": "string",
+    "streams.lines.partitions": 4,
+}
+
+
+@pytest.mark.parametrize("text", [NESTED_TOML, DOTTED_TOML, QUOTED_TOML], ids=["nested", "dotted", "quoted"])
+def test_nested_tables_and_dotted_keys_flatten_to_the_same_keys(tmp_path: Path, text: str) -> None:
+    config = load_config(_write(tmp_path, "job.toml", text))
+    assert dict(config) == EXPECTED_FLAT
+
+
+def test_flatten_keeps_value_types_and_arrays() -> None:
+    table = {"a": {"b": {"c": 1, "d": True}, "e": "x"}, "f": [1, 2], "g": [{"h": 1}]}
+    assert flatten(table) == {"a.b.c": 1, "a.b.d": True, "a.e": "x", "f": [1, 2], "g": [{"h": 1}]}
+
+
+def test_flatten_with_prefix() -> None:
+    assert flatten({"window": {"ms": 5}}, "task") == {"task.window.ms": 5}
+
+
+def test_flatten_empty() -> None:
+    assert flatten({}) == {}
+
+
+def test_load_config_of_the_shipped_word_count_config_validates() -> None:
+    path = Path(__file__).resolve().parents[2] / "configs" / "word-count.toml"
+    settings = validate(load_config(path))
+    assert settings.name == "word-count"
+    assert settings.task.inputs == (SystemStream("kafka", "lines"),)
+
+
+def test_load_config_missing_file_names_the_path(tmp_path: Path) -> None:
+    path = tmp_path / "nope.toml"
+    with pytest.raises(ConfigError) as exc:
+        load_config(path)
+    _assert_names_key(exc, str(path))
+    assert "cannot read" in exc.value.problem
+
+
+def test_load_config_invalid_toml_names_the_path(tmp_path: Path) -> None:
+    path = _write(tmp_path, "bad.toml", '[job\nname = "x"\n')
+    with pytest.raises(ConfigError) as exc:
+        load_config(path)
+    _assert_names_key(exc, str(path))
+    assert "not valid TOML" in exc.value.problem
+
+
+def test_load_config_invalid_utf8_names_the_path(tmp_path: Path) -> None:
+    path = tmp_path / "latin1.toml"
+    path.write_bytes(b'job.name = "caf\xe9"\n')
+    with pytest.raises(ConfigError) as exc:
+        load_config(path)
+    _assert_names_key(exc, str(path))
+
+
+def test_load_config_without_a_file_uses_only_overrides() -> None:
+    config = load_config(None, {"job.name": "x"})
+    assert dict(config) == {"job.name": "x"}
+
+
+# --------------------------------------------------------------------------- --set overrides
+
+
+def test_parse_overrides_basic() -> None:
+    assert parse_overrides(["task.window.ms=1000", "job.name=wc"]) == {"task.window.ms": "1000", "job.name": "wc"}
+
+
+def test_parse_overrides_strips_and_keeps_later_equals_signs() -> None:
+    assert parse_overrides(["  job.name = a=b  "]) == {"job.name": "a=b"}
+
+
+def test_parse_overrides_empty_value_is_allowed() -> None:
+    assert parse_overrides(["job.id="]) == {"job.id": ""}
+
+
+def test_parse_overrides_last_one_wins() -> None:
+    assert parse_overrides(["task.commit.ms=1", "task.commit.ms=2"]) == {"task.commit.ms": "2"}
+
+
+def test_parse_overrides_nothing() -> None:
+    assert parse_overrides([]) == {}
+
+
+@pytest.mark.parametrize("pair", ["task.window.ms", "=1000", " = 5"])
+def test_parse_overrides_rejects_a_pair_without_key_or_equals(pair: str) -> None:
+    with pytest.raises(ConfigError) as exc:
+        parse_overrides([pair])
+    _assert_names_key(exc, pair)
+    assert "key=value" in exc.value.problem
+
+
+def test_parse_overrides_rejects_an_empty_pair() -> None:
+    with pytest.raises(ConfigError) as exc:
+        parse_overrides([""])
+    assert exc.value.key == "--set"
+
+
+def test_overrides_win_over_the_file(tmp_path: Path) -> None:
+    path = _write(tmp_path, "job.toml", NESTED_TOML)
+    config = load_config(path, parse_overrides(["task.window.ms=250", "job.name=other", "task.max.concurrency=4"]))
+    assert config["task.window.ms"] == "250"
+    assert config.get_int("task.window.ms", -1) == 250
+    assert config.get_str("job.name") == "other"
+    assert config.get_int("task.max.concurrency", 1) == 4
+    # untouched keys keep their TOML values and types
+    assert config["task.inputs"] == ["kafka.lines", "kafka.more"]
+    settings = validate(config)
+    assert settings.task.window_ms == 250
+    assert settings.task.max_concurrency == 4
+    assert settings.name == "other"
+
+
+def test_override_of_a_list_key_with_a_comma_string(tmp_path: Path) -> None:
+    path = _write(tmp_path, "job.toml", NESTED_TOML)
+    config = load_config(path, parse_overrides(["task.inputs=kafka.a, kafka.b"]))
+    assert config.get_list("task.inputs") == ["kafka.a", "kafka.b"]
+    assert validate(config).task.inputs == (SystemStream("kafka", "a"), SystemStream("kafka", "b"))
+
+
+# --------------------------------------------------------------------------- typed getters
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (True, True),
+        (False, False),
+        ("true", True),
+        ("false", False),
+        ("TRUE", True),
+        (" False ", False),
+        ("yes", True),
+        ("no", False),
+        ("on", True),
+        ("off", False),
+        ("1", True),
+        ("0", False),
+        (1, True),
+        (0, False),
+    ],
+)
+def test_get_bool_coerces(value: Any, expected: bool) -> None:
+    assert Config({"k.b": value}).get_bool("k.b", not expected) is expected
+
+
+@pytest.mark.parametrize("default", [True, False])
+def test_get_bool_default_when_missing_or_empty(default: bool) -> None:
+    assert Config({}).get_bool("k.b", default) is default
+    assert Config({"k.b": ""}).get_bool("k.b", default) is default
+
+
+@pytest.mark.parametrize("value", ["maybe", "2", 2, "tru", [True]])
+def test_get_bool_rejects_and_names_the_key(value: Any) -> None:
+    with pytest.raises(ConfigError) as exc:
+        Config({"task.drop.producer.errors": value}).get_bool("task.drop.producer.errors", False)
+    _assert_names_key(exc, "task.drop.producer.errors")
+    assert "true or false" in exc.value.problem
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [(42, 42), ("42", 42), (" 7 ", 7), ("-1", -1), (-1, -1), ("0", 0), ("+5", 5)],
+)
+def test_get_int_coerces(value: Any, expected: int) -> None:
+    assert Config({"task.commit.ms": value}).get_int("task.commit.ms", 60000) == expected
+
+
+def test_get_int_default_when_missing_or_empty() -> None:
+    assert Config({}).get_int("task.commit.ms", 60000) == 60000
+    assert Config({"task.commit.ms": ""}).get_int("task.commit.ms", 60000) == 60000
+
+
+@pytest.mark.parametrize("value", ["abc", "1.5", 1.5, "1e3", True, False, [1], "ten"])
+def test_get_int_rejects_and_names_the_key(value: Any) -> None:
+    with pytest.raises(ConfigError) as exc:
+        Config({"task.commit.ms": value}).get_int("task.commit.ms", 60000)
+    _assert_names_key(exc, "task.commit.ms")
+    assert "integer" in exc.value.problem
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [("word-count", "word-count"), ("  padded  ", "padded"), (1, "1"), (True, "true"), (False, "false")],
+)
+def test_get_str_coerces(value: Any, expected: str) -> None:
+    assert Config({"job.name": value}).get_str("job.name") == expected
+
+
+def test_get_str_default_when_missing() -> None:
+    assert Config({}).get_str("job.id") is None
+    assert Config({}).get_str("job.id", "1") == "1"
+
+
+@pytest.mark.parametrize("value", [["a"], {"a": 1}])
+def test_get_str_rejects_lists_and_tables_naming_the_key(value: Any) -> None:
+    with pytest.raises(ConfigError) as exc:
+        Config({"job.name": value}).get_str("job.name")
+    _assert_names_key(exc, "job.name")
+
+
+@pytest.mark.parametrize("value", [None, "", "   "])
+def test_require_str_names_the_key(value: Any) -> None:
+    values = {} if value is None else {"job.name": value}
+    with pytest.raises(ConfigError) as exc:
+        Config(values).require_str("job.name", "name the job")
+    _assert_names_key(exc, "job.name")
+    assert "required" in exc.value.problem
+    assert "name the job" in exc.value.problem
+
+
+def test_get_list_with_a_toml_array() -> None:
+    config = Config({"task.inputs": ["kafka.a", " kafka.b ", ""]})
+    assert config.get_list("task.inputs") == ["kafka.a", "kafka.b"]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("kafka.a,kafka.b", ["kafka.a", "kafka.b"]),
+        (" kafka.a , kafka.b ,, ", ["kafka.a", "kafka.b"]),
+        ("kafka.a", ["kafka.a"]),
+        ("", []),
+    ],
+)
+def test_get_list_with_a_comma_string(text: str, expected: list[str]) -> None:
+    assert Config({"task.inputs": text}).get_list("task.inputs") == expected
+
+
+def test_get_list_missing_is_empty() -> None:
+    assert Config({}).get_list("task.inputs") == []
+
+
+@pytest.mark.parametrize("value", [[1, 2], ["a", 1], 5, True, {"a": "b"}])
+def test_get_list_rejects_non_strings_naming_the_key(value: Any) -> None:
+    with pytest.raises(ConfigError) as exc:
+        Config({"task.inputs": value}).get_list("task.inputs")
+    _assert_names_key(exc, "task.inputs")
+
+
+def test_config_is_a_read_only_mapping() -> None:
+    config = Config({"a.b": 1})
+    assert len(config) == 1
+    assert list(config) == ["a.b"]
+    assert "a.b" in config
+    with pytest.raises(TypeError):
+        config["a.b"] = 2  # type: ignore[index]
+
+
+def test_config_with_values_and_subset() -> None:
+    config = Config(
+        {"systems.kafka.consumer.a": 1, "systems.kafka.consumer.b.c": "x", "systems.kafka.samza.factory": "k"}
+    )
+    assert config.subset("systems.kafka.consumer.") == {"a": 1, "b.c": "x"}
+    bigger = config.with_values({"systems.kafka.bootstrap.servers": "h:1"})
+    assert bigger["systems.kafka.bootstrap.servers"] == "h:1"
+    assert "systems.kafka.bootstrap.servers" not in config
+
+
+# --------------------------------------------------------------------------- unknown keys
+
+
+@pytest.mark.parametrize(
+    ("typo", "meant"),
+    [
+        ("task.windw.ms", "task.window.ms"),
+        ("task.comit.ms", "task.commit.ms"),
+        ("task.max.concurency", "task.max.concurrency"),
+        ("job.nmae", "job.name"),
+        ("systems.kafka.samza.factroy", "systems.kafka.samza.factory"),
+        ("systems.kafka.default.stream.samza.msg.sered", "systems.kafka.default.stream.samza.msg.serde"),
+        ("streams.lines.samza.msg.serd", "streams.lines.samza.msg.serde"),
+        ("streams.lines.samza.ofset.default", "streams.lines.samza.offset.default"),
+        ("serializers.registry.foo.klass", "serializers.registry.foo.class"),
+        ("stores.s.facotry", "stores.s.factory"),
+    ],
+)
+def test_typo_is_reported_with_a_did_you_mean_hint(typo: str, meant: str) -> None:
+    with pytest.raises(ConfigError) as exc:
+        check_keys(_with(**{typo: "1"}))
+    _assert_names_key(exc, typo)
+    assert "unknown key" in exc.value.problem
+    assert f"did you mean {meant!r}" in exc.value.problem
+
+
+def test_typo_is_reported_by_validate_too() -> None:
+    with pytest.raises(ConfigError) as exc:
+        validate(_with(**{"task.windw.ms": 1000}))
+    _assert_names_key(exc, "task.windw.ms")
+    assert "'task.window.ms'" in exc.value.problem
+
+
+def test_unknown_key_without_a_close_match_still_fails() -> None:
+    with pytest.raises(ConfigError) as exc:
+        check_keys(_with(**{"task.zzzzzzzz": "1"}))
+    _assert_names_key(exc, "task.zzzzzzzz")
+    assert "did you mean" not in exc.value.problem
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "systems.kafka.consumer.fetch.min.bytes",
+        "systems.kafka.producer.linger.ms",
+        "systems.kafka.default.stream.segment.bytes",
+        "streams.x.cleanup.policy",
+        "streams.lines.retention.ms",
+        "stores.s.changelog.kafka.cleanup.policy",
+        "word-count.output",  # a user's own namespace
+    ],
+)
+def test_passthrough_keys_are_not_flagged(key: str) -> None:
+    config = _with(**{key: "1"})
+    check_keys(config)
+    validate(config)
+
+
+def test_stream_passthrough_keys_become_topic_configs() -> None:
+    settings = validate(_with(**{"streams.lines.cleanup.policy": "compact", "streams.lines.partitions": 3}))
+    stream = settings.stream(SystemStream("kafka", "lines"))
+    assert stream.topic_configs == {"cleanup.policy": "compact"}
+    assert stream.partitions == 3
+
+
+def test_system_client_passthrough_keys_reach_the_system_settings() -> None:
+    settings = validate(_with(**{"systems.kafka.consumer.fetch.min.bytes": 1, "systems.kafka.producer.linger.ms": "5"}))
+    assert settings.systems["kafka"].consumer == {"fetch.min.bytes": 1}
+    assert settings.systems["kafka"].producer == {"linger.ms": "5"}
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "fragment"),
+    [
+        ("task.window.ms", "soon", "integer"),
+        ("task.max.concurrency", 0, ">= 1"),
+        ("task.max.concurrency", "0", ">= 1"),
+        ("task.shutdown.ms", -5, ">= 0"),
+        ("task.async.commit", "maybe", "true or false"),
+        ("streams.lines.samza.offset.default", "newest-ish", "oldest, upcoming"),
+        ("systems.kafka.default.stream.samza.offset.default", "earliest", "oldest, upcoming"),
+        ("job.coordinator.factory", "yarn", "passthrough, zk"),
+        ("task.ignored.exceptions", 3, "list"),
+    ],
+)
+def test_ill_typed_values_name_the_key(key: str, value: Any, fragment: str) -> None:
+    with pytest.raises(ConfigError) as exc:
+        check_keys(_with(**{key: value}))
+    _assert_names_key(exc, key)
+    assert fragment in exc.value.problem
+
+
+# --------------------------------------------------------------------------- JobSettings
+
+
+def test_job_settings_defaults() -> None:
+    settings = JobSettings.from_config(Config(MINIMAL))
+    assert settings.name == "wc"
+    assert settings.id == "1"
+    assert settings.default_system is None
+    assert settings.grouper == "GroupByPartition"
+    assert settings.pool_size == 0
+    assert settings.checkpoint_system == "kafka"  # the only system
+    assert settings.checkpoint_topic == "__samza_checkpoint_ver_1_for_wc_1"
+    assert settings.checkpoint_replication_factor == 1
+    assert settings.checkpoint_segment_bytes == 26214400
+    assert settings.checkpoint_validation is True
+    assert settings.metrics_log_interval_ms == 60000
+    assert settings.serializers == {}
+    task = settings.task
+    assert task.task_class == WORD_COUNT_TASK
+    assert task.inputs == (SystemStream("kafka", "lines"),)
+    assert task.commit_ms == 60000
+    assert task.max_concurrency == 1
+    assert task.window_ms == -1
+    assert task.callback_timeout_ms == -1
+    assert task.shutdown_ms == 30000
+    assert task.drop_deserialization_errors is False
+    assert task.drop_serialization_errors is False
+    assert task.drop_producer_errors is False
+    assert task.ignored_exceptions == ()
+    system = settings.systems["kafka"]
+    assert system.factory == "kafka"
+    assert system.offset_default == "upcoming"
+    assert system.reset_offset is False
+    assert system.bootstrap_servers is None
+    assert system.key_serde is None
+    assert system.msg_serde is None
+
+
+def test_job_settings_read_string_values_from_overrides() -> None:
+    settings = JobSettings.from_config(
+        _with(
+            **{
+                "task.commit.ms": "1000",
+                "task.window.ms": "250",
+                "task.max.concurrency": "8",
+                "task.drop.producer.errors": "true",
+                "job.id": "2",
+            }
+        )
+    )
+    assert settings.task.commit_ms == 1000
+    assert settings.task.window_ms == 250
+    assert settings.task.max_concurrency == 8
+    assert settings.task.drop_producer_errors is True
+    assert settings.id == "2"
+
+
+def test_job_id_given_as_a_toml_integer() -> None:
+    assert JobSettings.from_config(_with(**{"job.id": 3})).id == "3"
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ("GroupByPartition", "GroupByPartition"),
+        ("GroupByPartitionFactory", "GroupByPartition"),
+        ("org.apache.samza.container.grouper.stream.GroupByPartitionFactory", "GroupByPartition"),
+        ("GroupBySystemStreamPartition", "GroupBySystemStreamPartition"),
+        (
+            "org.apache.samza.container.grouper.stream.GroupBySystemStreamPartitionFactory",
+            "GroupBySystemStreamPartition",
+        ),
+    ],
+)
+def test_grouper_names(raw: str, expected: str) -> None:
+    settings = JobSettings.from_config(_with(**{"job.systemstreampartition.grouper.factory": raw}))
+    assert settings.grouper == expected
+
+
+def test_unknown_grouper_names_the_key() -> None:
+    with pytest.raises(ConfigError) as exc:
+        JobSettings.from_config(_with(**{"job.systemstreampartition.grouper.factory": "GroupByMagic"}))
+    _assert_names_key(exc, "job.systemstreampartition.grouper.factory")
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [("kafka", "kafka"), ("org.apache.samza.system.kafka.KafkaSystemFactory", "kafka"), ("inmemory", "inmemory")],
+)
+def test_system_factory_names(raw: str, expected: str) -> None:
+    settings = JobSettings.from_config(_with(**{"systems.kafka.samza.factory": raw}))
+    assert settings.systems["kafka"].factory == expected
+
+
+@pytest.mark.parametrize(
+    ("extra", "drop", "key"),
+    [
+        ({}, "job.name", "job.name"),
+        ({}, "task.class", "task.class"),
+        ({}, "task.inputs", "task.inputs"),
+        ({"task.inputs": []}, None, "task.inputs"),
+        ({"task.inputs": ["nosuch.lines"]}, None, "task.inputs"),
+        ({"task.inputs": ["lines"]}, None, "task.inputs"),  # no job.default.system
+        ({"task.inputs": ["kafka."]}, None, "task.inputs"),
+        ({"task.inputs": ["kafka.a", "kafka.a"]}, None, "task.inputs"),
+        ({"systems.kafka.samza.factory": "rabbit"}, None, "systems.kafka.samza.factory"),
+        ({"systems.other.bootstrap.servers": "h:1"}, None, "systems.other.samza.factory"),
+        ({"job.default.system": "nope"}, None, "job.default.system"),
+        ({"systems.other.samza.factory": "kafka"}, None, "task.checkpoint.system"),  # two systems, no default
+        ({"task.checkpoint.system": "nope"}, None, "task.checkpoint.system"),
+        ({"job.container.thread.pool.size": 2}, None, "job.container.thread.pool.size"),
+        ({"task.async.commit": True}, None, "task.async.commit"),
+        ({"streams.lines.samza.bootstrap": True}, None, "streams.lines.samza.bootstrap"),
+        ({"streams.lines.samza.broadcast": "true"}, None, "streams.lines.samza.broadcast"),
+    ],
+)
+def test_job_settings_errors_name_the_key(extra: dict[str, Any], drop: str | None, key: str) -> None:
+    values = {**MINIMAL, **extra}
+    if drop is not None:
+        del values[drop]
+    with pytest.raises(ConfigError) as exc:
+        JobSettings.from_config(Config(values))
+    _assert_names_key(exc, key)
+
+
+def test_bare_input_uses_job_default_system() -> None:
+    settings = JobSettings.from_config(_with(**{"task.inputs": ["lines"], "job.default.system": "kafka"}))
+    assert settings.task.inputs == (SystemStream("kafka", "lines"),)
+
+
+def test_input_stream_names_may_contain_dots() -> None:
+    settings = JobSettings.from_config(_with(**{"task.inputs": ["kafka.a.b.c"]}))
+    assert settings.task.inputs == (SystemStream("kafka", "a.b.c"),)
+
+
+# --------------------------------------------------------------------------- stream settings
+
+
+def _stream(**values: Any) -> Any:
+    settings = JobSettings.from_config(_with(**values))
+    return settings.stream(SystemStream("kafka", "lines"))
+
+
+def test_stream_serde_from_the_stream_wins_over_both_system_defaults() -> None:
+    stream = _stream(
+        **{
+            "streams.lines.samza.msg.serde": "string",
+            "streams.lines.samza.key.serde": "long",
+            "systems.kafka.default.stream.samza.msg.serde": "json",
+            "systems.kafka.default.stream.samza.key.serde": "integer",
+            "systems.kafka.samza.msg.serde": "msgpack",
+            "systems.kafka.samza.key.serde": "bytes",
+        }
+    )
+    assert stream.msg_serde == "string"
+    assert stream.key_serde == "long"
+
+
+def test_stream_serde_default_stream_wins_over_system_samza() -> None:
+    stream = _stream(
+        **{
+            "systems.kafka.default.stream.samza.msg.serde": "json",
+            "systems.kafka.default.stream.samza.key.serde": "integer",
+            "systems.kafka.samza.msg.serde": "msgpack",
+            "systems.kafka.samza.key.serde": "bytes",
+        }
+    )
+    assert stream.msg_serde == "json"
+    assert stream.key_serde == "integer"
+
+
+def test_stream_serde_falls_back_to_system_samza() -> None:
+    stream = _stream(**{"systems.kafka.samza.msg.serde": "msgpack", "systems.kafka.samza.key.serde": "bytes"})
+    assert stream.msg_serde == "msgpack"
+    assert stream.key_serde == "bytes"
+
+
+def test_stream_serde_none_when_nothing_is_set() -> None:
+    stream = _stream()
+    assert stream.msg_serde is None
+    assert stream.key_serde is None
+
+
+def test_stream_offset_default_precedence() -> None:
+    assert _stream().offset_default == "upcoming"
+    assert _stream(**{"systems.kafka.samza.offset.default": "oldest"}).offset_default == "oldest"
+    both = {
+        "systems.kafka.samza.offset.default": "upcoming",
+        "systems.kafka.default.stream.samza.offset.default": "oldest",
+    }
+    assert _stream(**both).offset_default == "oldest"
+    assert _stream(**both, **{"streams.lines.samza.offset.default": "upcoming"}).offset_default == "upcoming"
+
+
+def test_stream_reset_offset_from_stream_or_system() -> None:
+    assert _stream().reset_offset is False
+    assert _stream(**{"streams.lines.samza.reset.offset": "true"}).reset_offset is True
+    assert _stream(**{"systems.kafka.default.stream.samza.reset.offset": True}).reset_offset is True
+
+
+def test_stream_settings_identity() -> None:
+    stream = _stream()
+    assert stream.stream_id == "lines"
+    assert stream.system == "kafka"
+    assert stream.physical_name == "lines"
+    assert stream.system_stream == SystemStream("kafka", "lines")
+    assert stream.partitions is None
+    assert stream.topic_configs == {}
+
+
+def test_stream_settings_found_by_physical_name() -> None:
+    settings = JobSettings.from_config(
+        _with(
+            **{
+                "task.inputs": ["kafka.lines-topic"],
+                "streams.text.samza.physical.name": "lines-topic",
+                "streams.text.samza.msg.serde": "json",
+            }
+        )
+    )
+    stream = settings.stream(SystemStream("kafka", "lines-topic"))
+    assert stream.stream_id == "text"
+    assert stream.physical_name == "lines-topic"
+    assert stream.msg_serde == "json"
+
+
+# --------------------------------------------------------------------------- checkpoint topic
+
+
+@pytest.mark.parametrize(
+    ("name", "job_id", "topic"),
+    [
+        ("word-count", "1", "__samza_checkpoint_ver_1_for_word-count_1"),
+        ("word_count", "1", "__samza_checkpoint_ver_1_for_word-count_1"),
+        ("my_big_job", "prod_2", "__samza_checkpoint_ver_1_for_my-big-job_prod-2"),
+        ("job", "a_b", "__samza_checkpoint_ver_1_for_job_a-b"),
+    ],
+)
+def test_checkpoint_topic_name(name: str, job_id: str, topic: str) -> None:
+    assert checkpoint_topic_name(name, job_id) == topic
+    settings = JobSettings.from_config(_with(**{"job.name": name, "job.id": job_id}))
+    assert settings.checkpoint_topic == topic
+
+
+# --------------------------------------------------------------------------- validate()
+
+
+def test_validate_imports_the_task_class() -> None:
+    settings = validate(Config(MINIMAL))
+    assert isinstance(settings, JobSettings)
+    assert settings.task.task_class == WORD_COUNT_TASK
+    assert load_task_class(settings.task.task_class) is WordCountTask
+
+
+def test_validate_accepts_the_dotted_import_form() -> None:
+    validate(_with(**{"task.class": "samzamp.examples.word_count.WordCountTask"}))
+    assert load_task_class("samzamp.examples.word_count.WordCountTask") is WordCountTask
+
+
+@pytest.mark.parametrize(
+    ("task_class", "fragment"),
+    [
+        ("nosuch_module_xyz:Task", "cannot import"),
+        ("samzamp.examples.word_count:NoSuchTask", "no attribute"),
+        ("collections:OrderedDict", "must subclass"),
+        ("samzamp.examples.word_count:Counter", "must subclass"),
+        ("os.path:join", "not a class"),
+        ("WordCountTask", "import path"),
+        ("samzamp.api.task:StreamTask", "does not implement"),
+    ],
+)
+def test_validate_rejects_a_bad_task_class(task_class: str, fragment: str) -> None:
+    with pytest.raises(ConfigError) as exc:
+        validate(_with(**{"task.class": task_class}))
+    _assert_names_key(exc, "task.class")
+    assert fragment in exc.value.problem
+
+
+def test_validate_checks_stream_serdes() -> None:
+    with pytest.raises(ConfigError) as exc:
+        validate(_with(**{"streams.lines.samza.msg.serde": "nope"}))
+    _assert_names_key(exc, "streams.lines.samza.msg.serde")
+    assert "unknown serde 'nope'" in exc.value.problem
+
+
+def test_validate_checks_serdes_of_streams_that_are_not_inputs() -> None:
+    with pytest.raises(ConfigError) as exc:
+        validate(_with(**{"streams.word-counts.samza.key.serde": "nope"}))
+    _assert_names_key(exc, "streams.word-counts.samza.key.serde")
+
+
+def test_validate_checks_store_serdes() -> None:
+    with pytest.raises(ConfigError) as exc:
+        validate(_with(**{"stores.counts.factory": "lmdb", "stores.counts.msg.serde": "nope"}))
+    _assert_names_key(exc, "stores.counts.msg.serde")
+
+
+def test_validate_runs_key_checks_before_settings() -> None:
+    # Both a typo and a missing job.name: the typo (check_keys) is reported first.
+    values = {**MINIMAL, "task.comit.ms": 1}
+    del values["job.name"]
+    with pytest.raises(ConfigError) as exc:
+        validate(Config(values))
+    _assert_names_key(exc, "task.comit.ms")
