@@ -116,8 +116,31 @@ class CallbackTask(AsyncStreamTask, InitableTask, _Recorder):
 
 
 class FailingTask(StreamTask):
-    """Raises on the message whose value is test.fail.at."""
+    """Raises on message m3000."""
 
     def process(self, envelope, collector, coordinator) -> None:
-        if envelope.message == "m50":
-            raise ValueError("boom at m50")
+        if envelope.message == "m3000":
+            raise ValueError("boom at m3000")
+
+
+class StuckTask(AsyncStreamTask, InitableTask, _Recorder):
+    """Never completes its first message (to test shutdown with work in flight)."""
+
+    def init(self, context) -> None:
+        self._open(context)
+
+    async def process_async(self, envelope, collector, coordinator) -> None:
+        self.record(f"S {envelope.system_stream_partition.partition} {envelope.offset}")
+        await asyncio.Event().wait()
+
+
+class CoordinatorTask(StreamTask):
+    """Requests a commit at m100 and the shutdown of the whole container at m200."""
+
+    def process(self, envelope, collector, coordinator) -> None:
+        from samzamp import RequestScope
+
+        if envelope.message == "m100":
+            coordinator.commit(RequestScope.CURRENT_TASK)
+        elif envelope.message == "m200":
+            coordinator.shutdown(RequestScope.ALL_TASKS_IN_CONTAINER)
