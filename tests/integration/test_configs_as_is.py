@@ -10,7 +10,6 @@ from pathlib import Path
 
 import psutil
 import pytest
-
 from kafka_util import ROOT, wait_until
 
 pytestmark = pytest.mark.integration
