@@ -98,3 +98,20 @@ def test_task_failure_names_task_ssp_and_offset():
     assert "Partition 0" in text
     assert "SystemStreamPartition [test, in, 0]" in text
     assert "offset 2" in text
+
+
+class NeverCompletes(AsyncStreamTask):
+    def process_async(self, envelope, collector, coordinator, callback):
+        pass  # the callback is never called
+
+
+def test_callback_timeout_fails_the_container():
+    from samzamp import CallbackTimeoutError
+
+    with pytest.raises(CallbackTimeoutError, match="offset 0 timed out after 200 ms"):
+        TestRunner(NeverCompletes, {"task.callback.timeout.ms": 200}).add_input("in", ["x"]).run(timeout_s=10)
+
+
+def test_ignored_exceptions_let_processing_continue():
+    result = TestRunner(Failing, {"task.ignored.exceptions": "ValueError"}).add_input("in", ["ok", "bad", "ok"]).run()
+    assert result.metrics["TaskName-Partition 0"]["messages-actually-processed"] == 3
