@@ -15,7 +15,16 @@ samzamp  ``bin/samzamp-container`` running bench/noop_task.py:NoopTask in a subp
 
 Prints the median of each, and ``noop ratio samzamp/plain``. Exits 0 whatever the ratio.
 
-    .venv/bin/python bench/noop.py [--messages N] [--repeat R]
+Both sides use the same librdkafka settings (samzamp's producer and consumer defaults), plus
+fetch.queue.backoff.ms = 10 (``--fetch-queue-backoff-ms``; -1 keeps librdkafka's 1000): with the
+default, a consumer that drains its prefetch queue faster than it refills idles ~0.8 s each time the
+queue fills, which is most of the plain loop's time at 200,000 messages and hides its real speed.
+Also printed: CPU use (all threads) over the timed window, of the plain loop's process or of the
+container, and of the broker. The machine's cores are shared by broker, container and this process.
+
+With BENCH_PYSPY=/tmp/prefix set, py-spy records the container (/tmp/prefix-<round>.speedscope.json).
+
+    .venv/bin/python bench/noop.py [--messages N] [--repeat R] [--fetch-queue-backoff-ms MS]
 """
 
 from __future__ import annotations
@@ -206,6 +215,18 @@ def run_plain(bootstrap: str, out_topic: str, n: int, rep: int, broker_pid: int 
     return PlainResult(count, wall, (cpu1 - cpu0) / wall, (bcpu1 - bcpu0) / wall)
 
 
+def set_fetch_queue_backoff(ms: int) -> None:
+    """librdkafka's fetch.queue.backoff.ms, for every consumer of both sides (< 0: librdkafka's default)."""
+    if ms >= 0:
+        CONSUMER_CONF["fetch.queue.backoff.ms"] = ms
+
+
+def extra_sets() -> list[str]:
+    """The container gets the same librdkafka consumer settings beyond samzamp's defaults as plain does."""
+    ms = CONSUMER_CONF.get("fetch.queue.backoff.ms")
+    return [] if ms is None else ["--set", f"systems.kafka.consumer.fetch.queue.backoff.ms={ms}"]
+
+
 def job_toml(out_topic: str, rep: int) -> str:
     return f"""\
 [job]
@@ -243,7 +264,7 @@ def attach_profiler(pid: int, rep: int) -> subprocess.Popen[bytes] | None:
         raise SystemExit("BENCH_PYSPY is set but py-spy is not installed (pip install py-spy)")
     out = f"{prefix}-{rep}.speedscope.json"
     print(f"  py-spy recording the container (pid {pid}) to {out}")
-    cmd = [exe, "record", "--pid", str(pid), "--format", "speedscope", "-o", out, "--rate", "500", "--nonblocking"]
+    cmd = [exe, "record", "--pid", str(pid), "--format", "speedscope", "-o", out, "--rate", "200", "--nonblocking"]
     return subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
@@ -272,7 +293,13 @@ def run_samzamp(
     with open(log_path, "wb") as log:
         t0 = time.perf_counter()
         proc = subprocess.Popen(
-            [str(CONTAINER_BIN), str(toml_path), "--set", f"systems.kafka.bootstrap.servers={bootstrap}"],
+            [
+                str(CONTAINER_BIN),
+                str(toml_path),
+                "--set",
+                f"systems.kafka.bootstrap.servers={bootstrap}",
+                *extra_sets(),
+            ],
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -325,8 +352,13 @@ def run_samzamp(
         finally:
             tail.close()
             if profiler is not None:
-                profiler.wait(timeout=60)
-    assert t_first is not None and t_last is not None
+                try:
+                    profiler.wait(timeout=60)  # py-spy writes its file once the container has exited
+                except subprocess.TimeoutExpired:
+                    profiler.kill()
+                    profiler.wait()
+    assert t_first is not None
+    assert t_last is not None
     wall = t_last - t_first
     return SamzampResult(
         n - first_batch, wall, t_first - t0, (cpu1 - cpu0) / wall, (bcpu1 - bcpu0) / wall, shutdown_s, count
@@ -337,7 +369,16 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--messages", type=int, default=200000, help="input messages (default 200000)")
     ap.add_argument("--repeat", type=int, default=1, help="alternating plain/samzamp rounds; medians reported")
+    ap.add_argument(
+        "--fetch-queue-backoff-ms",
+        type=int,
+        default=10,
+        metavar="MS",
+        help="librdkafka fetch.queue.backoff.ms for both sides (default 10; -1 = librdkafka's 1000, "
+        "which stalls a fast consumer ~0.8 s whenever its prefetch queue fills)",
+    )
     args = ap.parse_args(argv)
+    set_fetch_queue_backoff(args.fetch_queue_backoff_ms)
     n, reps = args.messages, args.repeat
     if n < 2 or reps < 1:
         ap.error("--messages must be >= 2 and --repeat >= 1")
@@ -385,14 +426,21 @@ def main(argv: list[str] | None = None) -> int:
     sam_rate = statistics.median(s.rate for s in sams)
     startup = statistics.median(s.startup_s for s in sams)
     shutdown = statistics.median(s.shutdown_s for s in sams)
+    plain_cpu = statistics.median(p.cpu for p in plains)
+    sam_cpu = statistics.median(s.cpu for s in sams)
     ratio = sam_rate / plain_rate
     label = "median of " + str(reps) if reps > 1 else "1 run"
     print()
     print(f"{'no-op, ' + label:<28} {'msg/s':>10}")
     print(f"{'plain confluent-kafka':<28} {plain_rate:>10,.0f}")
     print(f"{'samzamp container':<28} {sam_rate:>10,.0f}")
+    print(f"{'plain loop CPU (all threads)':<28} {plain_cpu:>10.0%}")
+    print(f"{'samzamp container CPU':<28} {sam_cpu:>10.0%}")
     print(f"{'samzamp start -> first out':<28} {startup:>9.2f}s")
     print(f"{'samzamp SIGTERM -> exit':<28} {shutdown:>9.2f}s")
+    backoff = CONSUMER_CONF.get("fetch.queue.backoff.ms")
+    shown = "1000 ms (librdkafka default)" if backoff is None else f"{backoff} ms (both sides)"
+    print(f"{'fetch.queue.backoff.ms':<28} {shown}")
     print()
     print(f"noop ratio samzamp/plain: {ratio:.2f} (target >= {TARGET})")
     return 0
