@@ -83,7 +83,9 @@ def main() -> int:
     for word, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:10]:
         print(f"  {word:<12} {n}")
     ok = counts == expected
-    print(f"demo: {len(counts)} distinct words, {'all counts correct' if ok else 'COUNTS DIFFER'} ({time.monotonic() - started:.1f} s)")
+    print(
+        f"demo: {len(counts)} distinct words, {'all counts correct' if ok else 'COUNTS DIFFER'} ({time.monotonic() - started:.1f} s)"
+    )
     return 0 if ok else 1
 
 

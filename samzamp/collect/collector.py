@@ -11,7 +11,7 @@ from samzamp.api.envelope import OutgoingMessageEnvelope, SystemStream
 from samzamp.api.errors import SerdeError, SystemFailureError
 from samzamp.api.serde import Serde
 from samzamp.metrics.registry import Counter
-from samzamp.systems.base import DeliveryTracker, SystemProducer
+from samzamp.systems.base import SystemProducer
 
 __all__ = ["TaskCollector"]
 
@@ -21,7 +21,7 @@ SerdeLookup = Callable[[SystemStream], tuple[Serde | None, Serde | None]]
 
 
 class TaskCollector(MessageCollector):
-    """One per task. ``tracker`` counts its sends and their acks so the task's commit can wait for them."""
+    """One per task. ``producers_used`` are the producers its commit must flush."""
 
     __slots__ = (
         "_dropped",
@@ -31,7 +31,7 @@ class TaskCollector(MessageCollector):
         "_serdes",
         "_serdes_of",
         "task_name",
-        "tracker",
+        "producers_used",
     )
 
     def __init__(
@@ -44,7 +44,7 @@ class TaskCollector(MessageCollector):
         dropped: Counter,
     ) -> None:
         self.task_name = task_name
-        self.tracker = DeliveryTracker()
+        self.producers_used: set[SystemProducer] = set()
         self._producers = producers
         self._serdes_of = serdes_of
         self._serdes: dict[SystemStream, tuple[Any, Any, SystemProducer]] = {}
@@ -61,6 +61,7 @@ class TaskCollector(MessageCollector):
             ) from None
         key_serde, msg_serde = self._serdes_of(ss)
         route = self._serdes[ss] = (key_serde, msg_serde, producer)
+        self.producers_used.add(producer)
         return route
 
     def send(self, envelope: OutgoingMessageEnvelope) -> None:
@@ -81,7 +82,7 @@ class TaskCollector(MessageCollector):
                 "(set its serdes with streams.<id>.samza.key.serde / msg.serde, or task.drop.serialization.errors=true)"
             ) from e
         self._send_calls.count += 1
-        producer.send(ss.stream, key, value, envelope.partition, pkey, self.tracker)
+        producer.send(ss.stream, key, value, envelope.partition, pkey)
 
 
 def _encode(serde: Any, value: Any) -> bytes | None:

@@ -44,23 +44,23 @@ def snapshot_offsets(ti: TaskInstance) -> dict[SystemStreamPartition, int]:
 
 
 def flush_producers(ti: TaskInstance) -> None:
-    tracker = ti.collector.tracker
-    if not tracker.wait_all_acked(FLUSH_TIMEOUT_S):
-        raise SystemFailureError(
-            f"task {ti.name!r}: {tracker.sent - tracker.acked} outputs not acknowledged within {FLUSH_TIMEOUT_S:.0f} s; not checkpointing"
-        )
-    if tracker.first_error is not None:
-        if ti.drop_producer_errors:
-            log.warning(
-                "task %r: %d sends failed (task.drop.producer.errors=true): %s",
-                ti.name,
-                tracker.errors,
-                tracker.first_error,
-            )
-            tracker.first_error = None
-        else:
+    # Runs on the event loop thread on purpose: librdkafka's flush waits until the whole queue is
+    # empty, including messages sent while it waits. Blocking the loop (a few ms) stops the loop's
+    # tasks from sending meanwhile, so the flush is a barrier that ends.
+    for producer in ti.collector.producers_used:
+        remaining = producer.flush(FLUSH_TIMEOUT_S)
+        if remaining:
             raise SystemFailureError(
-                f"task {ti.name!r}: an output could not be delivered ({tracker.first_error}); not checkpointing "
+                f"task {ti.name!r}: {remaining} outputs not acknowledged within {FLUSH_TIMEOUT_S:.0f} s; not checkpointing"
+            )
+        errors = producer.take_errors()
+        if errors and ti.drop_producer_errors:
+            log.warning(
+                "task %r: %d sends failed (task.drop.producer.errors=true): %s", ti.name, len(errors), errors[0]
+            )
+        elif errors:
+            raise SystemFailureError(
+                f"task {ti.name!r}: {len(errors)} outputs could not be delivered (first: {errors[0]}); not checkpointing "
                 "(set task.drop.producer.errors=true to ignore)"
             )
 
@@ -87,7 +87,7 @@ async def commit_task(ti: TaskInstance, manager: TopicCheckpointManager) -> bool
     """Run the pipeline for ``ti``; True if a checkpoint was written (False: nothing new to record)."""
     before_commit(ti)
     offsets = snapshot_offsets(ti)
-    await asyncio.to_thread(flush_producers, ti)
+    flush_producers(ti)
     markers = await asyncio.to_thread(flush_stores, ti)
     if offsets == ti.checkpointed and not markers:
         return False

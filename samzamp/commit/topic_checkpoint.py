@@ -1,7 +1,8 @@
 """The checkpoint topic: one per job, one partition, compacted, one record per task (the latest wins).
 
 Read once at start (oldest to end); written at every commit, waiting for the broker's
-acknowledgement before the commit counts as done. Works on any system that implements
+acknowledgement before the commit counts as done. The producer given here must carry nothing else
+(the container makes one for checkpoints), so that its flush waits for the checkpoint alone. Works on any system that implements
 SystemAdmin and SystemProducer (Kafka, in-memory).
 """
 
@@ -22,7 +23,7 @@ from samzamp.commit.checkpoint import (
     encode_checkpoint,
     new_checkpoint_id,
 )
-from samzamp.systems.base import DeliveryTracker, SystemAdmin, SystemProducer
+from samzamp.systems.base import SystemAdmin, SystemProducer
 
 __all__ = ["TopicCheckpointManager"]
 
@@ -95,14 +96,13 @@ class TopicCheckpointManager:
         key, value = encode_checkpoint(CheckpointKey(task_name=task_name, grouper=self._grouper), checkpoint)
         delay = 0.5
         for attempt in range(1, 6):
-            tracker = DeliveryTracker()
-            self._producer.send(self.topic, key, value, 0, None, tracker)
-            if not tracker.wait_all_acked(30):
-                error = "no acknowledgement within 30 s"
-            elif tracker.first_error is not None:
-                error = tracker.first_error
-            else:
+            self._producer.send(self.topic, key, value, 0, None)
+            errors = (
+                self._producer.take_errors() if self._producer.flush(30) == 0 else ["no acknowledgement within 30 s"]
+            )
+            if not errors:
                 return checkpoint
+            error = errors[0]
             log.warning("checkpoint of task %r not written (attempt %d): %s", task_name, attempt, error)
             time.sleep(delay)
             delay = min(delay * 2, 10)

@@ -52,6 +52,7 @@ class SamzaContainer:
         self.embedded_broker: Any = None
         self.admins: dict[str, SystemAdmin] = {}
         self.producers: dict[str, SystemProducer] = {}
+        self.checkpoint_producer: SystemProducer | None = None
         self.tasks: list[TaskInstance] = []
         self.run_loop: RunLoop | None = None
         self._bootstrap: dict[str, str] = {}
@@ -83,10 +84,15 @@ class SamzaContainer:
                 bootstrap = self._bootstrap[name] = self._kafka_bootstrap(name)
                 self.admins[name] = KafkaSystemAdmin(name, bootstrap, s.consumer)
                 self.producers[name] = KafkaSystemProducer(name, bootstrap, s.producer)
+                if name == self.settings.checkpoint_system:
+                    # Its own producer, so waiting for a checkpoint never waits for task outputs.
+                    self.checkpoint_producer = KafkaSystemProducer(name, bootstrap, s.producer)
             else:
                 streams = self.inmemory.setdefault(name, InMemoryStreams())
                 self.admins[name] = InMemorySystemAdmin(streams)
                 self.producers[name] = InMemorySystemProducer(streams)
+                if name == self.settings.checkpoint_system:
+                    self.checkpoint_producer = self.producers[name]
 
     def _consumer(self, system: str) -> SystemConsumer:
         s = self.settings.systems[system]
@@ -171,7 +177,7 @@ class SamzaContainer:
             self._start_systems()
             checkpoints = TopicCheckpointManager(
                 self.admins[st.checkpoint_system],
-                self.producers[st.checkpoint_system],
+                self.checkpoint_producer or self.producers[st.checkpoint_system],
                 st.checkpoint_topic,
                 st.grouper,
                 st.checkpoint_replication_factor,
@@ -285,7 +291,10 @@ class SamzaContainer:
             log.info("metrics %s", json.dumps(self.metrics.snapshot(), default=str, sort_keys=True))
 
     def _stop_systems(self) -> None:
-        for p in self.producers.values():
+        producers = [*self.producers.values()]
+        if self.checkpoint_producer is not None and self.checkpoint_producer not in producers:
+            producers.append(self.checkpoint_producer)
+        for p in producers:
             try:
                 p.stop()
             except Exception as e:  # stopping must go on for the others

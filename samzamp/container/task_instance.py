@@ -22,7 +22,7 @@ from samzamp.collect.collector import TaskCollector
 from samzamp.collect.completions import TaskCallbackImpl, TaskCallbackManager
 from samzamp.container.coordinator import ReadableCoordinator
 from samzamp.container.task_state import TaskState
-from samzamp.dispatch.adapters import RunnableTask
+from samzamp.dispatch.adapters import InlineSyncAdapter, RunnableTask
 from samzamp.metrics.registry import Gauge, MetricsRegistry
 from samzamp.systems.base import RawMessage
 
@@ -73,6 +73,9 @@ class TaskInstance:
         self._on_ready = on_ready
         self._on_abort = on_abort
         self._on_requests = on_requests
+        # Sync tasks run inline take the fast path; every other kind goes through TaskCallbacks.
+        self._inline: Callable[..., None] | None = runnable.process if isinstance(runnable, InlineSyncAdapter) else None
+        self._coordinator = ReadableCoordinator()
         group = f"TaskName-{name}"
         self.m_process_calls = metrics.counter(group, "process-calls")
         self.m_processed = metrics.counter(group, "messages-actually-processed")
@@ -125,6 +128,9 @@ class TaskInstance:
             return
         size = (len(key_bytes) if key_bytes else 0) + (len(value_bytes) if value_bytes else 0)
         envelope = IncomingMessageEnvelope(ssp, offset, key, message, size, ts)
+        if self._inline is not None:
+            self._process_inline(envelope)
+            return
         coordinator = ReadableCoordinator()
         cb = TaskCallbackImpl(self._deliver, self.callbacks.new_seq(), ssp, offset, coordinator, time.perf_counter_ns())
         self.state.messages_in_flight += 1
@@ -133,7 +139,29 @@ class TaskInstance:
             cb.timer = self._loop.call_later(self._timeout_s, self._timed_out, cb)
         self.runnable.process_async(envelope, self.collector, coordinator, cb)
 
+    def _process_inline(self, envelope: IncomingMessageEnvelope) -> None:
+        """A synchronous task on the loop thread: complete when ``process`` returns, so the
+        callback machinery (sequence numbers, thread hand-off) has nothing to do and is skipped."""
+        coordinator = self._coordinator
+        self.m_process_calls.count += 1
+        started = time.perf_counter_ns()
+        try:
+            self._inline(envelope, self.collector, coordinator)  # type: ignore[misc]
+        except Exception as e:
+            if not self._is_ignored(e):
+                self._on_abort(self.failure(e, envelope.system_stream_partition, envelope.offset))
+                return
+        self.m_process_ns.update(time.perf_counter_ns() - started)
+        self.last_processed[envelope.system_stream_partition] = envelope.offset
+        self.m_processed.count += 1
+        if coordinator.has_requests:
+            self._coordinator = ReadableCoordinator()
+            self._on_requests(self, coordinator)
+
     def _complete_skipped(self, ssp: SystemStreamPartition, offset: int) -> None:
+        if self._inline is not None:
+            self.last_processed[ssp] = offset
+            return
         cb = TaskCallbackImpl(self._deliver, self.callbacks.new_seq(), ssp, offset, None, time.perf_counter_ns())
         self.state.messages_in_flight += 1
         cb.complete()

@@ -35,10 +35,10 @@ class RunnableTask(Protocol):
 
 
 class InlineSyncAdapter:
-    __slots__ = ("_process",)
+    __slots__ = ("_process", "process")
 
     def __init__(self, task: StreamTask) -> None:
-        self._process = task.process
+        self._process = self.process = task.process
 
     def process_async(
         self,

@@ -1,14 +1,13 @@
 """The protocols the container sees; each system (kafka, inmemory) implements them.
 
 Threading contract: ``SystemConsumer.poll``, ``pause`` and ``resume`` are called only from the
-container's one fetch thread. ``SystemProducer.send`` is called only from the thread that runs the
-task (the event loop); delivery acknowledgements arrive on the producer's own thread and are counted
-into the ``DeliveryTracker`` given with the send.
+container's one fetch thread. ``SystemProducer.send`` is called from the thread that runs the task
+(the event loop, or a task's own thread for callback-style async tasks). Sends are asynchronous;
+``flush`` is the barrier a commit uses, and delivery failures are collected for ``take_errors``.
 """
 
 from __future__ import annotations
 
-import threading
 from typing import Protocol
 
 from samzamp.api.envelope import SystemStreamPartition
@@ -16,7 +15,6 @@ from samzamp.api.envelope import SystemStreamPartition
 __all__ = [
     "OLDEST",
     "UPCOMING",
-    "DeliveryTracker",
     "RawMessage",
     "StartOffset",
     "SystemAdmin",
@@ -51,47 +49,6 @@ class SystemConsumer(Protocol):
     def stop(self) -> None: ...
 
 
-class DeliveryTracker:
-    """Counts the sends of one task and their acknowledgements, so a commit can wait for exactly those.
-
-    ``sent`` is written only by the sending thread and ``acked`` only by the producer's delivery
-    thread, so neither needs a lock; the condition is used only while someone waits.
-    """
-
-    __slots__ = ("_cond", "_waiting", "acked", "errors", "first_error", "sent")
-
-    def __init__(self) -> None:
-        self.sent = 0
-        self.acked = 0
-        self.errors = 0
-        self.first_error: str | None = None
-        self._waiting = False
-        self._cond = threading.Condition()
-
-    def on_ack(self, error: str | None) -> None:
-        """Called on the producer's delivery thread for every send."""
-        if error is not None:
-            self.errors += 1
-            if self.first_error is None:
-                self.first_error = error
-        self.acked += 1
-        if self._waiting:
-            with self._cond:
-                self._cond.notify_all()
-
-    def wait_all_acked(self, timeout_s: float) -> bool:
-        """Block until every send so far is acknowledged (True) or ``timeout_s`` passes (False)."""
-        target = self.sent
-        if self.acked >= target:
-            return True
-        with self._cond:
-            self._waiting = True
-            try:
-                return self._cond.wait_for(lambda: self.acked >= target, timeout_s)
-            finally:
-                self._waiting = False
-
-
 class SystemProducer(Protocol):
     def send(
         self,
@@ -100,12 +57,14 @@ class SystemProducer(Protocol):
         value: bytes | None,
         partition: int | None,
         partition_key: bytes | None,
-        tracker: DeliveryTracker,
     ) -> None:
-        """Queue one message; ``tracker.on_ack`` is called once it is acknowledged or has failed."""
+        """Queue one message (``partition`` pins it; else ``partition_key``, else the key, chooses)."""
 
     def flush(self, timeout_s: float) -> int:
-        """Wait for every queued message; return how many are still queued."""
+        """Wait until every message sent so far is acknowledged or failed; return how many are still queued."""
+
+    def take_errors(self) -> list[str]:
+        """Delivery failures since the last call (each names the stream and the reason)."""
 
     def stop(self) -> None: ...
 

@@ -66,7 +66,9 @@ class TestRunner:
     __test__ = False
     SYSTEM = "test"
 
-    def __init__(self, task_class: type | str, config: Mapping[str, Any] | None = None, system_alias: str | None = None) -> None:
+    def __init__(
+        self, task_class: type | str, config: Mapping[str, Any] | None = None, system_alias: str | None = None
+    ) -> None:
         path = task_class if isinstance(task_class, str) else f"{task_class.__module__}:{task_class.__qualname__}"
         self._system = system_alias or self.SYSTEM
         self._config: dict[str, Any] = {
@@ -83,7 +85,9 @@ class TestRunner:
         self._config.update(config or {})
         self._inputs: dict[str, list[list[tuple[Any, Any]]]] = {}
 
-    def add_input(self, stream: str, messages: Sequence[Any], partitions: int = 1, keys: Sequence[Any] | None = None) -> TestRunner:
+    def add_input(
+        self, stream: str, messages: Sequence[Any], partitions: int = 1, keys: Sequence[Any] | None = None
+    ) -> TestRunner:
         """Messages for ``stream``, spread round-robin over ``partitions`` (or give a list per partition
         with ``add_partitioned_input``). ``keys`` (optional) pairs a key with each message."""
         parts: list[list[tuple[Any, Any]]] = [[] for _ in range(partitions)]

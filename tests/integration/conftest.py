@@ -14,7 +14,7 @@ _names = itertools.count()
 
 @pytest.fixture(scope="session")
 def broker() -> Iterator[EmbeddedBroker]:
-    b = EmbeddedBroker().start()
+    b = EmbeddedBroker(die_with_parent=True).start()
     try:
         yield b
     finally:

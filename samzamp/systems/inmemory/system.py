@@ -14,7 +14,7 @@ from typing import Any
 
 from samzamp.api.envelope import SystemStreamPartition
 from samzamp.consume.system_consumers import END_OF_STREAM
-from samzamp.systems.base import OLDEST, UPCOMING, DeliveryTracker, RawMessage, StartOffset
+from samzamp.systems.base import OLDEST, UPCOMING, RawMessage, StartOffset
 
 __all__ = ["InMemoryStreams", "InMemorySystemAdmin", "InMemorySystemConsumer", "InMemorySystemProducer"]
 
@@ -131,7 +131,6 @@ class InMemorySystemProducer:
         value: bytes | None,
         partition: int | None,
         partition_key: bytes | None,
-        tracker: DeliveryTracker,
     ) -> None:
         if stream not in self._streams.partitions:
             self._streams.create(stream, 1)
@@ -139,12 +138,13 @@ class InMemorySystemProducer:
         if partition is None:
             pk: Any = partition_key if partition_key is not None else key
             partition = 0 if pk is None else zlib.crc32(pk) % n
-        tracker.sent += 1
         self._streams.append(stream, partition, key, value)
-        tracker.on_ack(None)
 
     def flush(self, timeout_s: float) -> int:
         return 0
+
+    def take_errors(self) -> list[str]:
+        return []
 
     def stop(self) -> None:
         pass

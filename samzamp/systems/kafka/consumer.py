@@ -25,6 +25,9 @@ def consumer_config(bootstrap: str, group_id: str, user: dict[str, Any]) -> dict
         "enable.auto.offset.store": False,
         "auto.offset.reset": "earliest",  # a checkpoint past retention resumes at the oldest message
         "fetch.wait.max.ms": 50,
+        # librdkafka waits 1 s by default before fetching again once its queue was full: a stall for a
+        # loop that drains the queue in milliseconds.
+        "fetch.queue.backoff.ms": 10,
         "queued.max.messages.kbytes": 16384,
     }
     conf.update({k: v for k, v in user.items() if k != "bootstrap.servers"})

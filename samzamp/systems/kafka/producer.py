@@ -10,7 +10,6 @@ from typing import Any
 from confluent_kafka import KafkaError, Producer
 
 from samzamp.api.errors import SystemFailureError
-from samzamp.systems.base import DeliveryTracker
 
 __all__ = ["KafkaSystemProducer", "murmur2_partition"]
 
@@ -51,7 +50,12 @@ def murmur2_partition(key: bytes, partitions: int) -> int:
 
 
 class KafkaSystemProducer:
-    """Produces outputs; ``send`` never blocks for long: a full local queue waits for deliveries."""
+    """Produces outputs; ``send`` never blocks for long: a full local queue waits for deliveries.
+
+    librdkafka reports only failed deliveries (delivery.report.only.error): one Python callback per
+    message would cost more than the rest of the send path. A commit learns that its outputs are
+    durable from ``flush`` (every queued message acknowledged or failed) and ``take_errors``.
+    """
 
     def __init__(self, system: str, bootstrap: str, user_config: dict[str, Any]) -> None:
         conf: dict[str, Any] = {
@@ -61,15 +65,25 @@ class KafkaSystemProducer:
             "enable.idempotence": False,
             "acks": "all",
             "queue.buffering.max.messages": 200000,
+            "delivery.report.only.error": True,
         }
         conf.update({k: v for k, v in user_config.items() if k != "bootstrap.servers"})
+        conf["on_delivery"] = self._on_delivery
         self._system = system
+        self._errors: list[str] = []
         self._producer = Producer(conf)
         self._partitions: dict[str, int] = {}
         self._stopping = False
-        self._fatal: str | None = None
         self._thread = threading.Thread(target=self._serve_deliveries, name=f"samzamp-producer-{system}", daemon=True)
         self._thread.start()
+
+    def _on_delivery(self, err: KafkaError | None, msg: Any) -> None:
+        if err is not None:  # list.append is atomic: called on the delivery thread or in flush
+            self._errors.append(f"{msg.topic()}[{msg.partition()}]: {err.str()}")
+
+    def take_errors(self) -> list[str]:
+        errors, self._errors = self._errors, []
+        return errors
 
     def _serve_deliveries(self) -> None:
         while not self._stopping:
@@ -92,27 +106,20 @@ class KafkaSystemProducer:
         value: bytes | None,
         partition: int | None,
         partition_key: bytes | None,
-        tracker: DeliveryTracker,
     ) -> None:
         if partition is None and partition_key is not None:
             partition = murmur2_partition(partition_key, self._partition_count(stream))
-
-        def on_delivery(err: KafkaError | None, _msg: Any) -> None:
-            tracker.on_ack(None if err is None else f"{stream}: {err.str()}")
-
-        tracker.sent += 1
         while True:
             try:
                 if partition is None:
-                    self._producer.produce(stream, value, key, on_delivery=on_delivery)
+                    self._producer.produce(stream, value, key)
                 else:
-                    self._producer.produce(stream, value, key, partition, on_delivery=on_delivery)
+                    self._producer.produce(stream, value, key, partition)
                 return
             except BufferError:
                 # Back-pressure: the local queue is full; the delivery thread is draining it.
                 time.sleep(0.001)
             except Exception as e:
-                tracker.sent -= 1
                 raise SystemFailureError(f"system {self._system!r}: cannot send to {stream!r}: {e}") from e
 
     def flush(self, timeout_s: float) -> int:
