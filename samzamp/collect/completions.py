@@ -95,7 +95,3 @@ class TaskCallbackManager:
             if head.coordinator is not None and head.coordinator.commit_requested:
                 break  # the commit covers exactly up to this message
         return out
-
-    @property
-    def held(self) -> int:
-        return len(self._heap)

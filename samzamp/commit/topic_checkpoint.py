@@ -2,8 +2,8 @@
 
 Read once at start (oldest to end); written at every commit, waiting for the broker's
 acknowledgement before the commit counts as done. The producer given here must carry nothing else
-(the container makes one for checkpoints), so that its flush waits for the checkpoint alone. Works on any system that implements
-SystemAdmin and SystemProducer (Kafka, in-memory).
+(the container makes one for checkpoints), so that its flush waits for the checkpoint alone.
+Works on any system that implements SystemAdmin and SystemProducer (Kafka, in-memory).
 """
 
 from __future__ import annotations

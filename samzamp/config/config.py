@@ -33,10 +33,6 @@ class Config(Mapping[str, Any]):
     def __repr__(self) -> str:
         return f"Config({self._values!r})"
 
-    def with_values(self, extra: Mapping[str, Any]) -> Config:
-        """A copy with ``extra`` keys set (used to inject e.g. the embedded broker's address)."""
-        return Config({**self._values, **extra})
-
     def subset(self, prefix: str) -> dict[str, Any]:
         """Keys under ``prefix`` (which should end with a dot), with the prefix stripped."""
         n = len(prefix)

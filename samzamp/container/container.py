@@ -82,7 +82,7 @@ class SamzaContainer:
                 from samzamp.systems.kafka import KafkaSystemAdmin, KafkaSystemProducer
 
                 bootstrap = self._bootstrap[name] = self._kafka_bootstrap(name)
-                self.admins[name] = KafkaSystemAdmin(name, bootstrap, s.consumer)
+                self.admins[name] = KafkaSystemAdmin(name, bootstrap)
                 self.producers[name] = KafkaSystemProducer(name, bootstrap, s.producer)
                 if name == self.settings.checkpoint_system:
                     # Its own producer, so waiting for a checkpoint never waits for task outputs.

@@ -67,7 +67,9 @@ class RunLoop:
         self.m_envelopes = metrics.counter("SamzaContainerMetrics", "process-envelopes")
         self.m_commit_calls = metrics.counter("SamzaContainerMetrics", "commit-calls")
         self.m_window_calls = metrics.counter("SamzaContainerMetrics", "window-calls")
-        self.m_utilization = metrics.gauge("SamzaContainerMetrics", "event-loop-utilization")
+        self._busy_s = 0.0
+        self._started = clock()
+        metrics.gauge("SamzaContainerMetrics", "event-loop-utilization", fn=self._utilization)
 
     def add_task(self, ti: TaskInstance) -> None:
         """Register a task before ``run`` (tasks need the loop's callbacks, so they are made after it)."""
@@ -150,18 +152,20 @@ class RunLoop:
             h.cancel()
         self._timers.clear()
 
+    def _utilization(self) -> float:
+        """Share of wall time spent running slices (Samza's event-loop-utilization)."""
+        return round(self._busy_s / max(1e-9, self._clock() - self._started), 3)
+
     # -- the loop -------------------------------------------------------------------------------
     async def run(self) -> None:
         """Run until shutdown or failure. Raises the failure after stopping (no commit on failure)."""
         self._start_timers()
-        busy_s = 0.0
-        started = self._clock()
+        self._started = self._clock()
         try:
             while self.error is None and not self.shutdown_requested:
                 t0 = self._clock()
                 progressed = self._run_slice()
-                busy_s += self._clock() - t0
-                self.m_utilization.set(round(busy_s / max(1e-9, self._clock() - started), 3))
+                self._busy_s += self._clock() - t0
                 if progressed:
                     await asyncio.sleep(0)
                     continue

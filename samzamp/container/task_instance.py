@@ -128,8 +128,9 @@ class TaskInstance:
             return
         size = (len(key_bytes) if key_bytes else 0) + (len(value_bytes) if value_bytes else 0)
         envelope = IncomingMessageEnvelope(ssp, offset, key, message, size, ts)
-        if self._inline is not None:
-            self._process_inline(envelope)
+        inline = self._inline
+        if inline is not None:
+            self._process_inline(inline, envelope)
             return
         coordinator = ReadableCoordinator()
         cb = TaskCallbackImpl(self._deliver, self.callbacks.new_seq(), ssp, offset, coordinator, time.perf_counter_ns())
@@ -139,14 +140,14 @@ class TaskInstance:
             cb.timer = self._loop.call_later(self._timeout_s, self._timed_out, cb)
         self.runnable.process_async(envelope, self.collector, coordinator, cb)
 
-    def _process_inline(self, envelope: IncomingMessageEnvelope) -> None:
+    def _process_inline(self, process: Callable[..., None], envelope: IncomingMessageEnvelope) -> None:
         """A synchronous task on the loop thread: complete when ``process`` returns, so the
         callback machinery (sequence numbers, thread hand-off) has nothing to do and is skipped."""
         coordinator = self._coordinator
         self.m_process_calls.count += 1
         started = time.perf_counter_ns()
         try:
-            self._inline(envelope, self.collector, coordinator)  # type: ignore[misc]
+            process(envelope, self.collector, coordinator)
         except Exception as e:
             if not self._is_ignored(e):
                 self._on_abort(self.failure(e, envelope.system_stream_partition, envelope.offset))

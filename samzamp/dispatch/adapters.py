@@ -35,10 +35,10 @@ class RunnableTask(Protocol):
 
 
 class InlineSyncAdapter:
-    __slots__ = ("_process", "process")
+    __slots__ = ("process",)
 
     def __init__(self, task: StreamTask) -> None:
-        self._process = self.process = task.process
+        self.process = task.process
 
     def process_async(
         self,
@@ -48,7 +48,7 @@ class InlineSyncAdapter:
         callback: TaskCallback,
     ) -> None:
         try:
-            self._process(envelope, collector, coordinator)
+            self.process(envelope, collector, coordinator)
         except Exception as e:
             callback.failure(e)
             return

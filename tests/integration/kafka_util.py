@@ -40,6 +40,12 @@ def produce(bootstrap: str, topic: str, partitions: int, count: int, start: int 
     assert p.flush(30) == 0
 
 
+def seed_input(bootstrap: str, topic: str, partitions: int, count: int) -> None:
+    """A new input topic holding ``count`` messages (see ``produce``)."""
+    create_topic(bootstrap, topic, partitions)
+    produce(bootstrap, topic, partitions, count)
+
+
 def read_all(bootstrap: str, topic: str, partitions: list[int]) -> list[Any]:
     """Every record of the partitions, from the oldest to the end."""
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "test-read", "enable.partition.eof": True})

@@ -97,28 +97,12 @@ class AsyncSpanTask(AsyncStreamTask, _SpanRecorder):
         self.record(f"P {t0} {time.monotonic_ns()}")
 
 
-class CallbackTask(AsyncStreamTask, InitableTask, _Recorder):
-    """Completes from another thread (callback-style AsyncStreamTask)."""
-
-    def init(self, context) -> None:
-        self._open(context)
-
-    def process_async(self, envelope, collector, coordinator, callback) -> None:
-        ssp = envelope.system_stream_partition
-
-        def work() -> None:
-            self.record(f"C {ssp.partition} {envelope.offset}")
-            callback.complete()
-
-        import threading
-
-        threading.Timer(0.001, work).start()
-
-
 class FailingTask(StreamTask):
-    """Raises on message m3000."""
+    """Requests a commit at m1000, raises on m3000."""
 
     def process(self, envelope, collector, coordinator) -> None:
+        if envelope.message == "m1000":
+            coordinator.commit()
         if envelope.message == "m3000":
             raise ValueError("boom at m3000")
 

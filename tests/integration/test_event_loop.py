@@ -11,12 +11,11 @@ import pytest
 from kafka_util import (
     Container,
     count_lines,
-    create_topic,
     job_toml,
-    produce,
     read_all,
     read_checkpoints,
     records,
+    seed_input,
     wait_until,
     write_config,
 )
@@ -37,8 +36,7 @@ def _expected(n: int) -> dict[int, set[int]]:
 def test_order_and_exactly_once_in_a_clean_run(broker, unique, tmp_path: Path) -> None:
     n = 20_000
     topic, out = f"in-{unique}", f"out-{unique}"
-    create_topic(broker.bootstrap_servers, topic, PARTITIONS)
-    produce(broker.bootstrap_servers, topic, PARTITIONS, n)
+    seed_input(broker.bootstrap_servers, topic, PARTITIONS, n)
     rec = tmp_path / "rec"
     rec.mkdir()
     extra = f'[streams.{out}]\nsamza.key.serde = "string"\nsamza.msg.serde = "string"\npartitions = 2\n'
@@ -110,8 +108,7 @@ def _crash_loop(
 def test_crash_safety_sigkill_at_random_points(broker, unique, tmp_path: Path) -> None:
     n = 100_000
     topic, job = f"in-{unique}", f"crash-{unique}"
-    create_topic(broker.bootstrap_servers, topic, PARTITIONS)
-    produce(broker.bootstrap_servers, topic, PARTITIONS, n)
+    seed_input(broker.bootstrap_servers, topic, PARTITIONS, n)
     rec, runs = _crash_loop(broker, tmp_path, job, topic, "OrderTask", n, 5, "P")
     processed = {(p, o) for _, p, o in records(rec)}
     expected = {(p, o) for p, offs in _expected(n).items() for o in offs}
@@ -140,8 +137,7 @@ def _assert_checkpoints_cover_only_completed(runs, kind: str) -> None:
 def test_low_watermark_async_out_of_order_with_sigkill(broker, unique, tmp_path: Path) -> None:
     n = 30_000
     topic, job = f"in-{unique}", f"lowwm-{unique}"
-    create_topic(broker.bootstrap_servers, topic, PARTITIONS)
-    produce(broker.bootstrap_servers, topic, PARTITIONS, n)
+    seed_input(broker.bootstrap_servers, topic, PARTITIONS, n)
     rec, runs = _crash_loop(
         broker, tmp_path, job, topic, "RandomAsyncTask", n, 5, "C", "task.max.concurrency=8", "task.commit.ms=100"
     )
@@ -167,8 +163,7 @@ def test_low_watermark_async_out_of_order_with_sigkill(broker, unique, tmp_path:
 def test_window_and_commit_exclusive_with_process(broker, unique, tmp_path: Path, task: str, concurrency: int) -> None:
     n = 8_000
     topic, job = f"in-{unique}", f"excl-{unique}"
-    create_topic(broker.bootstrap_servers, topic, PARTITIONS)
-    produce(broker.bootstrap_servers, topic, PARTITIONS, n)
+    seed_input(broker.bootstrap_servers, topic, PARTITIONS, n)
     rec = tmp_path / "rec"
     rec.mkdir()
     cfg = write_config(tmp_path / "job.toml", job_toml(job, f"recording_tasks:{task}", topic, rec))

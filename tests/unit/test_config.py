@@ -359,14 +359,11 @@ def test_config_is_a_read_only_mapping() -> None:
         config["a.b"] = 2  # type: ignore[index]
 
 
-def test_config_with_values_and_subset() -> None:
+def test_config_subset() -> None:
     config = Config(
         {"systems.kafka.consumer.a": 1, "systems.kafka.consumer.b.c": "x", "systems.kafka.samza.factory": "k"}
     )
     assert config.subset("systems.kafka.consumer.") == {"a": 1, "b.c": "x"}
-    bigger = config.with_values({"systems.kafka.bootstrap.servers": "h:1"})
-    assert bigger["systems.kafka.bootstrap.servers"] == "h:1"
-    assert "systems.kafka.bootstrap.servers" not in config
 
 
 # --------------------------------------------------------------------------- unknown keys

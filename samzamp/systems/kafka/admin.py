@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
@@ -20,10 +19,9 @@ log = logging.getLogger(__name__)
 
 
 class KafkaSystemAdmin:
-    def __init__(self, system: str, bootstrap: str, user_config: dict[str, Any] | None = None) -> None:
+    def __init__(self, system: str, bootstrap: str) -> None:
         self._system = system
         self._bootstrap = bootstrap
-        self._user = dict(user_config or {})
         self._admin = AdminClient({"bootstrap.servers": bootstrap})
 
     def partition_counts(self, streams: list[str]) -> dict[str, int]:
