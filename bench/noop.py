@@ -52,6 +52,7 @@ CONTAINER_BIN = BENCH_DIR.parent / "bin" / "samzamp-container"
 PARTITIONS = 4
 INPUT_TOPIC = "bench-noop-in"
 TARGET = 0.5
+EXTRA_SETS: list[str] = []  # --set KEY=VALUE overrides for the container
 
 # The producer settings samzamp's KafkaSystemProducer uses, so that both sides ask the broker the same.
 PRODUCER_CONF = {
@@ -299,6 +300,7 @@ def run_samzamp(
                 "--set",
                 f"systems.kafka.bootstrap.servers={bootstrap}",
                 *extra_sets(),
+                *[a for kv in EXTRA_SETS for a in ("--set", kv)],
             ],
             stdin=subprocess.DEVNULL,
             stdout=log,
@@ -377,7 +379,15 @@ def main(argv: list[str] | None = None) -> int:
         help="librdkafka fetch.queue.backoff.ms for both sides (default 10; -1 = librdkafka's 1000, "
         "which stalls a fast consumer ~0.8 s whenever its prefetch queue fills)",
     )
+    ap.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a config override for the samzamp container (repeatable), e.g. task.consumer.batch.size=1",
+    )
     args = ap.parse_args(argv)
+    EXTRA_SETS.extend(args.set)
     set_fetch_queue_backoff(args.fetch_queue_backoff_ms)
     n, reps = args.messages, args.repeat
     if n < 2 or reps < 1:

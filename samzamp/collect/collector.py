@@ -18,6 +18,8 @@ __all__ = ["TaskCollector"]
 log = logging.getLogger(__name__)
 
 SerdeLookup = Callable[[SystemStream], tuple[Serde | None, Serde | None]]
+Encode = Callable[[Any], bytes]
+SendFn = Callable[[str, "bytes | None", "bytes | None", "int | None", "bytes | None"], None]
 
 
 class TaskCollector(MessageCollector):
@@ -28,7 +30,7 @@ class TaskCollector(MessageCollector):
         "_drop_errors",
         "_producers",
         "_send_calls",
-        "_serdes",
+        "_routes",
         "_serdes_of",
         "task_name",
         "producers_used",
@@ -47,12 +49,12 @@ class TaskCollector(MessageCollector):
         self.producers_used: set[SystemProducer] = set()
         self._producers = producers
         self._serdes_of = serdes_of
-        self._serdes: dict[SystemStream, tuple[Any, Any, SystemProducer]] = {}
+        self._routes: dict[SystemStream, tuple[Encode, Encode, SendFn]] = {}
         self._drop_errors = drop_serialization_errors
         self._send_calls = send_calls
         self._dropped = dropped
 
-    def _route(self, ss: SystemStream) -> tuple[Any, Any, SystemProducer]:
+    def _route(self, ss: SystemStream) -> tuple[Encode, Encode, SendFn]:
         try:
             producer = self._producers[ss.system]
         except KeyError:
@@ -60,18 +62,23 @@ class TaskCollector(MessageCollector):
                 f"task {self.task_name!r} sent to {ss}, but system {ss.system!r} is not configured (add systems.{ss.system}.samza.factory)"
             ) from None
         key_serde, msg_serde = self._serdes_of(ss)
-        route = self._serdes[ss] = (key_serde, msg_serde, producer)
+        route = self._routes[ss] = (_encoder(key_serde), _encoder(msg_serde), producer.send)
         self.producers_used.add(producer)
         return route
 
     def send(self, envelope: OutgoingMessageEnvelope) -> None:
         ss = envelope.system_stream
-        route = self._serdes.get(ss) or self._route(ss)
-        key_serde, msg_serde, producer = route
+        key_enc, msg_enc, producer_send = self._routes.get(ss) or self._route(ss)
+        key = envelope.key
+        value = envelope.message
+        pkey = envelope.partition_key
         try:
-            key = _encode(key_serde, envelope.key)
-            value = _encode(msg_serde, envelope.message)
-            pkey = _encode(key_serde, envelope.partition_key) if envelope.partition_key is not None else None
+            if key is not None:
+                key = key_enc(key)
+            if value is not None:
+                value = msg_enc(value)
+            if pkey is not None:
+                pkey = key_enc(pkey)
         except Exception as e:
             if self._drop_errors:
                 self._dropped.count += 1
@@ -82,15 +89,15 @@ class TaskCollector(MessageCollector):
                 "(set its serdes with streams.<id>.samza.key.serde / msg.serde, or task.drop.serialization.errors=true)"
             ) from e
         self._send_calls.count += 1
-        producer.send(ss.stream, key, value, envelope.partition, pkey)
+        producer_send(ss.stream, key, value, envelope.partition, pkey)
 
 
-def _encode(serde: Any, value: Any) -> bytes | None:
-    if value is None:
-        return None
-    if serde is None:
-        if isinstance(value, (bytes, bytearray, memoryview)):
-            return bytes(value)
-        raise TypeError(f"no serde is configured and {type(value).__name__} is not bytes")
-    out: bytes = serde.to_bytes(value)
-    return out
+def _encoder(serde: Serde | None) -> Encode:
+    """The serde's ``to_bytes``; with no serde, values must already be bytes."""
+    return serde.to_bytes if serde is not None else _as_bytes
+
+
+def _as_bytes(value: Any) -> bytes:
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value)
+    raise TypeError(f"no serde is configured and {type(value).__name__} is not bytes")

@@ -1,9 +1,12 @@
 """SystemConsumers: the fan-in of every input system into one chooser.
 
-Threads: one fetch thread polls every SystemConsumer and appends raw messages to per-SSP deques
-(append on the fetch thread, popleft on the loop thread: both atomic in CPython). It then tells the
-loop which SSPs got data with one ``call_soon_threadsafe`` per poll. An SSP whose buffer passes its
-share of task.fetch.threshold is paused at the consumer until the loop has drained it to half.
+Who polls: while the loop is busy, the loop thread itself polls, without blocking, whenever the
+chooser lacks an SSP's next message (``refill``): no thread hand-off, no wake-up, no GIL contention
+on the hot path. When the loop runs out of work it calls ``idle()`` and the fetch thread takes over
+with a blocking poll, posting what it got to the loop with ``call_soon_threadsafe``. A lock that the
+loop only ever *tries* to take makes sure one of them polls at a time. Raw messages go to per-SSP
+deques (append by the poller, popleft on the loop thread: both atomic in CPython). An SSP whose
+buffer passes its share of task.fetch.threshold is paused at the consumer until it drains to half.
 
 Flow control (Samza's): the chooser holds at most one envelope per SSP; the SSP's next envelope is
 handed over only when the loop calls ``try_update(ssp)``, i.e. when its task takes the previous one.
@@ -49,6 +52,9 @@ class SystemConsumers:
         self._poll_s = poll_interval_ms / 1000
         self._paused: set[SystemStreamPartition] = set()
         self._stop = threading.Event()
+        self._want_fetch = threading.Event()
+        self._loop_idle = False
+        self._poll_lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._on_data: Callable[[], None] = lambda: None
@@ -77,6 +83,7 @@ class SystemConsumers:
         """Stop polling; what is already buffered stays and can still be chosen."""
         self.fetching = False
         self._stop.set()
+        self._want_fetch.set()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=5)
 
@@ -85,23 +92,56 @@ class SystemConsumers:
         for c in self._consumers.values():
             c.stop()
 
-    # -- fetch thread ------------------------------------------------------------------------
+    # -- polling ------------------------------------------------------------------------------
+    def _poll_all(self, timeout_s: float) -> list[SystemStreamPartition]:
+        """Poll every consumer once (the caller holds the poll lock); returns the SSPs that got data."""
+        self._apply_backpressure()
+        got: list[SystemStreamPartition] = []
+        buffers = self._buffers
+        for c in self._consumers.values():
+            for ssp, msgs in c.poll(timeout_s).items():
+                buffers[ssp].extend(msgs)
+                got.append(ssp)
+        self._polls.count += 1
+        return got
+
+    def refill(self) -> None:
+        """Loop thread: poll without blocking if the chooser is waiting for some SSP and nobody else
+        is polling, and hand the chooser what arrived."""
+        if not self._needed or not self.fetching or not self._poll_lock.acquire(blocking=False):
+            return
+        try:
+            got = self._poll_all(0)
+        except BaseException as e:
+            self._on_error(e)
+            return
+        finally:
+            self._poll_lock.release()
+        if got:
+            self._on_fetched(got)
+
+    def idle(self) -> None:
+        """Loop thread: nothing to do; let the fetch thread wait for data with a blocking poll."""
+        self._loop_idle = True
+        self._want_fetch.set()
+
     def _fetch_loop(self) -> None:
         loop = self._loop
         assert loop is not None
-        consumers = list(self._consumers.values())
-        timeout = self._poll_s / max(1, len(consumers))
+        timeout = self._poll_s / max(1, len(self._consumers))
         try:
             while not self._stop.is_set():
-                self._apply_backpressure()
-                got: list[SystemStreamPartition] = []
-                for c in consumers:
-                    for ssp, msgs in c.poll(timeout).items():
-                        self._buffers[ssp].extend(msgs)
-                        got.append(ssp)
-                self._polls.inc()
+                if not self._want_fetch.wait(self._poll_s):
+                    continue
+                self._want_fetch.clear()
+                with self._poll_lock:
+                    if self._stop.is_set():
+                        break
+                    got = self._poll_all(timeout)
                 if got and not self._stop.is_set():
                     loop.call_soon_threadsafe(self._on_fetched, got)
+                elif self._loop_idle:
+                    self._want_fetch.set()  # still nothing: keep waiting while the loop has nothing
         except BaseException as e:
             if not self._stop.is_set():
                 loop.call_soon_threadsafe(self._on_error, e)
@@ -125,6 +165,7 @@ class SystemConsumers:
 
     # -- loop thread -------------------------------------------------------------------------
     def _on_fetched(self, ssps: list[SystemStreamPartition]) -> None:
+        self._loop_idle = False
         fed = False
         needed = self._needed
         for ssp in ssps:
@@ -142,6 +183,11 @@ class SystemConsumers:
         if chosen is not None:
             self._chose.count += 1
         return chosen
+
+    def buffer(self, ssp: SystemStreamPartition) -> deque[RawMessage]:
+        """The fetch buffer of ``ssp``: the loop thread may ``popleft`` from it (a run of messages
+        handed to a task at once); the fetch thread only appends."""
+        return self._buffers[ssp]
 
     def try_update(self, ssp: SystemStreamPartition) -> None:
         """The envelope last chosen from ``ssp`` was taken: hand the chooser the next one."""

@@ -67,6 +67,19 @@ class TaskState:
             return WorkerOp.PROCESS
         return WorkerOp.NO_OP
 
+    def can_process(self) -> bool:
+        """``next_op`` would say PROCESS for a message if one were pending (and nothing is)."""
+        return (
+            not self.pending
+            and not self.need_commit
+            and not self.need_window
+            and not self.window_in_flight
+            and not self.commit_in_flight
+            and not self.stopping
+            and not self.complete
+            and self.messages_in_flight < self.max_concurrency
+        )
+
     @property
     def idle(self) -> bool:
         return self.messages_in_flight == 0 and not self.window_in_flight and not self.commit_in_flight

@@ -63,7 +63,13 @@ class KafkaSystemConsumer:
         self._consumer.assign(tps)
 
     def poll(self, timeout_s: float) -> dict[SystemStreamPartition, list[RawMessage]]:
-        msgs = self._consumer.consume(self._batch, timeout_s)
+        # consume(n, t) waits for n messages or t: take what is there now, and if that is nothing,
+        # wait only for the first message to arrive.
+        msgs = self._consumer.consume(self._batch, 0)
+        if not msgs and timeout_s > 0:
+            msgs = self._consumer.consume(1, timeout_s)
+            if msgs:
+                msgs.extend(self._consumer.consume(self._batch - 1, 0))
         out: dict[SystemStreamPartition, list[RawMessage]] = {}
         ssp_of = self._ssp_of
         last_key: tuple[str, int] | None = None

@@ -72,6 +72,7 @@ class KafkaSystemProducer:
         self._system = system
         self._errors: list[str] = []
         self._producer = Producer(conf)
+        self._produce = self._producer.produce
         self._partitions: dict[str, int] = {}
         self._stopping = False
         self._thread = threading.Thread(target=self._serve_deliveries, name=f"samzamp-producer-{system}", daemon=True)
@@ -107,14 +108,23 @@ class KafkaSystemProducer:
         partition: int | None,
         partition_key: bytes | None,
     ) -> None:
-        if partition is None and partition_key is not None:
+        if partition is None and partition_key is None:
+            try:
+                self._produce(stream, value, key)  # the common case: librdkafka places keyed messages
+                return
+            except BufferError:
+                pass
+            except Exception as e:
+                raise SystemFailureError(f"system {self._system!r}: cannot send to {stream!r}: {e}") from e
+        elif partition is None:
+            assert partition_key is not None
             partition = murmur2_partition(partition_key, self._partition_count(stream))
         while True:
             try:
                 if partition is None:
-                    self._producer.produce(stream, value, key)
+                    self._produce(stream, value, key)
                 else:
-                    self._producer.produce(stream, value, key, partition)
+                    self._produce(stream, value, key, partition)
                 return
             except BufferError:
                 # Back-pressure: the local queue is full; the delivery thread is draining it.
