@@ -2,31 +2,58 @@
 #   make demo   run the word-count example on the embedded broker and print its output
 #   make test   install everything into .venv, then lint, type-check and run every test
 #   make bench  the benchmarks (ratios measured side by side in one run)
+#   make native-test       the C ring's own tests, under AddressSanitizer + UndefinedBehaviorSanitizer
+#   make native-test-tsan  the same under ThreadSanitizer
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+NATIVE_SRC := $(wildcard native/*.c native/*.h)
+CC ?= cc
+NATIVE_CFLAGS := -std=c11 -O1 -g -Wall -Wextra -Werror -pthread -fno-omit-frame-pointer
 
-.PHONY: demo test lint check bench clean
+# pip's editable install builds samzamp._ring in place (setuptools >= 64, which pip's isolated build
+# fetches); this builds it only when it is missing (an older setuptools, or someone deleted the .so).
+BUILD_RING := $(PY) -c 'import samzamp._ring' 2>/dev/null || $(PY) setup.py --quiet build_ext --inplace
 
-$(STAMP): setup.py pyproject.toml
+.PHONY: demo test lint check bench bench-ipc ring native-test native-test-tsan clean
+
+$(STAMP): setup.py pyproject.toml $(NATIVE_SRC)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev]'
+	$(BUILD_RING)
 	touch $(STAMP)
 
-demo: $(STAMP)
+ring: $(STAMP)
+	@$(BUILD_RING)
+
+demo: ring
 	$(PY) -m samzamp.cli.demo
 
-lint: $(STAMP)
+lint: ring
 	$(VENV)/bin/ruff check samzamp tests bench
 	$(VENV)/bin/mypy samzamp
 
-test: lint
+test: lint native-test
 	$(VENV)/bin/pytest -q
 
-bench: $(STAMP)
+native-test: $(NATIVE_SRC)
+	@mkdir -p build
+	$(CC) $(NATIVE_CFLAGS) -fsanitize=address,undefined -fno-sanitize-recover=all native/ring.c native/test_ring.c -o build/test_ring
+	build/test_ring
+
+native-test-tsan: $(NATIVE_SRC)
+	@mkdir -p build
+	$(CC) $(NATIVE_CFLAGS) -O2 -fsanitize=thread native/ring.c native/test_ring.c -o build/test_ring_tsan
+	build/test_ring_tsan
+
+bench: ring
 	$(PY) bench/noop.py
+	$(PY) bench/ipc.py
+
+bench-ipc: ring
+	$(PY) bench/ipc.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) build *.egg-info samzamp/_ring*.so

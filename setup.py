@@ -1,6 +1,14 @@
-"""Builds samzamp: the Python package, its console scripts (and, from issue 3, the native ring extension)."""
+"""Builds samzamp: the Python package, its console scripts and the native ring extension samzamp._ring."""
 
-from setuptools import find_packages, setup
+from setuptools import Extension, find_packages, setup
+
+# The shared-memory SPSC ring (native/), bound to CPython; only samzamp.ipc imports it.
+RING_EXTENSION = Extension(
+    "samzamp._ring",
+    sources=["native/ring.c", "native/ringmodule.c"],
+    depends=["native/ring.h"],
+    extra_compile_args=["-O2", "-Wall", "-Wextra", "-Werror", "-std=c11"],
+)
 
 setup(
     name="samzamp",
@@ -8,7 +16,8 @@ setup(
     description="Apache Samza's container model in Python: async-first event loop, worker processes, durable state",
     python_requires=">=3.11",
     packages=find_packages(include=["samzamp", "samzamp.*"]),
-    package_data={"samzamp": ["py.typed"]},
+    package_data={"samzamp": ["py.typed", "_ring.pyi"]},
+    ext_modules=[RING_EXTENSION],
     install_requires=[
         "confluent-kafka>=2.3",
         "msgspec>=0.18",
