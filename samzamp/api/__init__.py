@@ -20,6 +20,7 @@ from samzamp.api.errors import (
     SerdeError,
     SystemFailureError,
     TaskError,
+    WorkerError,
 )
 from samzamp.api.serde import Serde
 from samzamp.api.store import KeyValueIterator, KeyValueStore
@@ -61,5 +62,6 @@ __all__ = [
     "TaskContext",
     "TaskCoordinator",
     "TaskError",
+    "WorkerError",
     "WindowableTask",
 ]

@@ -7,6 +7,7 @@ SamzampError
 │   └── CallbackTimeoutError   a process callback did not complete within task.callback.timeout.ms
 ├── CheckpointError        a checkpoint could not be read or written
 ├── SystemFailureError     a system (Kafka) failed in a way samzamp cannot recover from
+├── WorkerError            a worker process died or could not start: names the worker and its tasks
 └── IllegalCallbackStateError  complete()/failure() called twice on one callback
 """
 
@@ -21,6 +22,7 @@ __all__ = [
     "SerdeError",
     "SystemFailureError",
     "TaskError",
+    "WorkerError",
 ]
 
 
@@ -62,3 +64,10 @@ class SystemFailureError(SamzampError):
 
 class IllegalCallbackStateError(SamzampError):
     """A TaskCallback was completed or failed more than once."""
+
+
+class WorkerError(SamzampError):
+    """A worker process (job.container.thread.pool.size >= 2) died or could not start.
+
+    The message names the worker, its pid and its tasks; nothing it had not completed is checkpointed.
+    """

@@ -11,13 +11,16 @@ Invariant: everything a checkpoint covers is durable before the checkpoint is wr
 
 Steps 1-2 run on the event loop while the task is idle (no process, window or other commit in flight),
 so the snapshot is exact. Steps 3-5 block and run on a thread; the task stays blocked meanwhile.
+Steps 1, 3, 4 and 6 run where the task runs: for a task in a worker process the loop takes the
+snapshot (2) and writes the checkpoint (5), and the worker runs the others when asked (frames
+``Commit`` and ``Checkpointed``), so its own producer is the one flushed.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from samzamp.api.errors import SystemFailureError
 from samzamp.api.task import CheckpointListenerTask
@@ -26,12 +29,25 @@ if TYPE_CHECKING:
     from samzamp.api.envelope import SystemStreamPartition
     from samzamp.commit.topic_checkpoint import TopicCheckpointManager
     from samzamp.container.task_instance import TaskInstance
+    from samzamp.metrics.registry import Gauge
 
-__all__ = ["commit_task"]
+__all__ = ["CommittableTask", "commit_task", "prepare_local_commit"]
 
 log = logging.getLogger(__name__)
 
 FLUSH_TIMEOUT_S = 300.0
+
+
+class CommittableTask(Protocol):
+    """What the pipeline needs of a task, wherever it runs."""
+
+    name: str
+    checkpointed: dict[SystemStreamPartition, int]
+    checkpointed_gauges: dict[SystemStreamPartition, Gauge]
+
+    async def prepare_commit(self) -> tuple[dict[SystemStreamPartition, int], dict[str, str]]: ...
+
+    def checkpoint_written(self, offsets: dict[SystemStreamPartition, int]) -> None: ...
 
 
 def before_commit(ti: TaskInstance) -> None:
@@ -70,7 +86,7 @@ def flush_stores(ti: TaskInstance) -> dict[str, str]:
 
 
 def write_checkpoint(
-    ti: TaskInstance,
+    ti: CommittableTask,
     manager: TopicCheckpointManager,
     offsets: dict[SystemStreamPartition, int],
     markers: dict[str, str],
@@ -83,17 +99,23 @@ def on_checkpoint(ti: TaskInstance, offsets: dict[SystemStreamPartition, int]) -
         ti.task.on_checkpoint(offsets)
 
 
-async def commit_task(ti: TaskInstance, manager: TopicCheckpointManager) -> bool:
-    """Run the pipeline for ``ti``; True if a checkpoint was written (False: nothing new to record)."""
+async def prepare_local_commit(ti: TaskInstance) -> tuple[dict[SystemStreamPartition, int], dict[str, str]]:
+    """Steps 1-4 for a task that runs in this process."""
     before_commit(ti)
     offsets = snapshot_offsets(ti)
     flush_producers(ti)
     markers = await asyncio.to_thread(flush_stores, ti)
+    return offsets, markers
+
+
+async def commit_task(ti: CommittableTask, manager: TopicCheckpointManager) -> bool:
+    """Run the pipeline for ``ti``; True if a checkpoint was written (False: nothing new to record)."""
+    offsets, markers = await ti.prepare_commit()
     if offsets == ti.checkpointed and not markers:
         return False
     await asyncio.to_thread(write_checkpoint, ti, manager, offsets, markers)
     ti.checkpointed = offsets
     for ssp, offset in offsets.items():
         ti.checkpointed_gauges[ssp].set(offset)
-    on_checkpoint(ti, offsets)
+    ti.checkpoint_written(offsets)
     return True

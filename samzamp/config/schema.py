@@ -39,6 +39,20 @@ KEYS: tuple[KeySpec, ...] = (
     KeySpec(
         "job.container.thread.pool.size", "int", 0, "Sync tasks: 0/1 inline on the loop; N >= 2 worker processes.", 0
     ),
+    KeySpec(
+        "job.container.worker.ring.bytes",
+        "int",
+        8 << 20,
+        "Each worker's two shared-memory rings, in bytes (a power of two); one batch must fit in half.",
+        4096,
+    ),
+    KeySpec(
+        "job.container.worker.batch.size",
+        "int",
+        256,
+        "Messages per batch sent to a worker; up to 4 batches of a task are in flight.",
+        1,
+    ),
     KeySpec("job.container.count", "int", 1, "Containers of this job (1 until standalone mode).", 1),
     KeySpec("job.elasticity.factor", "int", 1, "Key buckets per partition (virtual tasks); 1 = off.", 1),
     KeySpec(

@@ -102,6 +102,8 @@ class JobSettings:
     id: str
     default_system: str | None
     pool_size: int
+    worker_ring_bytes: int
+    worker_batch_size: int
     grouper: str
     checkpoint_system: str
     checkpoint_topic: str
@@ -133,12 +135,19 @@ class JobSettings:
                 f"unknown grouper {grouper_raw!r}; use GroupByPartition or GroupBySystemStreamPartition",
             )
         pool_size = config.get_int("job.container.thread.pool.size", 0)
-        if pool_size >= 2:
-            # The worker-process pool is issue 3; refuse rather than silently run inline.
+        ring_bytes = config.get_int("job.container.worker.ring.bytes", 8 << 20)
+        if ring_bytes & (ring_bytes - 1) or not 4096 <= ring_bytes <= 1 << 30:
             raise ConfigError(
-                "job.container.thread.pool.size",
-                f"worker processes (>= 2) are not available yet (issue 3); got {pool_size}, use 0 or 1",
+                "job.container.worker.ring.bytes", f"must be a power of two from 4096 to 1073741824; got {ring_bytes}"
             )
+        if pool_size >= 2:
+            for s_name, s_settings in systems.items():
+                if s_settings.factory != "kafka":
+                    raise ConfigError(
+                        "job.container.thread.pool.size",
+                        f"worker processes (>= 2) need systems they can reach themselves; system {s_name!r} is "
+                        "in-memory (use 0 or 1, or a kafka system)",
+                    )
         if config.get_int("job.elasticity.factor", 1) != 1:
             raise ConfigError("job.elasticity.factor", "virtual tasks (factor > 1) are not available yet; use 1")
         if config.get_str("job.coordinator.factory", "passthrough") == "zk":
@@ -174,6 +183,8 @@ class JobSettings:
             id=job_id,
             default_system=default_system,
             pool_size=pool_size,
+            worker_ring_bytes=ring_bytes,
+            worker_batch_size=config.get_int("job.container.worker.batch.size", 256),
             grouper=grouper,
             checkpoint_system=checkpoint_system,
             checkpoint_topic=checkpoint_topic_name(name, job_id),

@@ -17,18 +17,21 @@ from typing import Any
 from samzamp.api.context import TaskContext
 from samzamp.api.envelope import SystemStream, SystemStreamPartition
 from samzamp.api.errors import SystemFailureError
+from samzamp.api.task import AsyncStreamTask, WindowableTask
 from samzamp.choose.round_robin import RoundRobinChooser
 from samzamp.collect.collector import TaskCollector
 from samzamp.commit.topic_checkpoint import TopicCheckpointManager
 from samzamp.config.settings import JobSettings
 from samzamp.config.validate import load_task_class
 from samzamp.consume.system_consumers import SystemConsumers
+from samzamp.container.remote_task_instance import RemoteTaskInstance
 from samzamp.container.run_loop import RunLoop
 from samzamp.container.task_instance import TaskInstance
 from samzamp.coordinator.grouper import group
 from samzamp.dispatch.adapters import CoroutineAdapter, adapt_task
+from samzamp.dispatch.process.pool import WorkerPool, assign_tasks
 from samzamp.metrics.registry import MetricsRegistry
-from samzamp.serde.registry import SerdeRegistry
+from samzamp.serde.streams import StreamSerdes
 from samzamp.systems.base import OLDEST, StartOffset, SystemAdmin, SystemConsumer, SystemProducer
 from samzamp.systems.inmemory.system import (
     InMemoryStreams,
@@ -54,9 +57,11 @@ class SamzaContainer:
         self.producers: dict[str, SystemProducer] = {}
         self.checkpoint_producer: SystemProducer | None = None
         self.tasks: list[TaskInstance] = []
+        self.remote_tasks: list[RemoteTaskInstance] = []
+        self.pool: WorkerPool | None = None
         self.run_loop: RunLoop | None = None
         self._bootstrap: dict[str, str] = {}
-        self._serdes = SerdeRegistry(settings.serializers)
+        self._serdes_of = StreamSerdes(settings)
 
     # -- systems --------------------------------------------------------------------------------
     def _kafka_bootstrap(self, system: str) -> str:
@@ -133,22 +138,6 @@ class SamzaContainer:
                 f"input stream {names} does not exist; create it, or set streams.<id>.partitions so samzamp creates it"
             )
 
-    def _serdes_of(self, ss: SystemStream) -> tuple[Any, Any]:
-        stream = self.settings.stream(ss) if ss.system in self.settings.systems else None
-        if stream is None:
-            return None, None
-        key = (
-            self._serdes.get(stream.key_serde, f"streams.{stream.stream_id}.samza.key.serde")
-            if stream.key_serde
-            else None
-        )
-        msg = (
-            self._serdes.get(stream.msg_serde, f"streams.{stream.stream_id}.samza.msg.serde")
-            if stream.msg_serde
-            else None
-        )
-        return key, msg
-
     # -- offsets --------------------------------------------------------------------------------
     def _starting_offsets(
         self, ssps: list[SystemStreamPartition], checkpointed: dict[SystemStreamPartition, int]
@@ -173,6 +162,15 @@ class SamzaContainer:
         loop = asyncio.get_running_loop()
         started = time.monotonic()
         st = self.settings
+        task_class = load_task_class(st.task.task_class)
+        if st.pool_size >= 2 and issubclass(task_class, AsyncStreamTask):
+            log.info(
+                "job.container.thread.pool.size applies to synchronous tasks; this AsyncStreamTask runs on the loop"
+            )
+        elif st.pool_size >= 2:
+            # Start the workers first: they import while this process connects to Kafka.
+            self.pool = WorkerPool(st.pool_size, st.worker_ring_bytes, loop, self.metrics, self._on_pool_failure)
+            self.pool.spawn()
         try:
             self._start_systems()
             checkpoints = TopicCheckpointManager(
@@ -214,8 +212,9 @@ class SamzaContainer:
                 consumers, ssps, RoundRobinChooser(), self.metrics, st.task.fetch_threshold, st.task.poll_interval_ms
             )
             run_loop = self.run_loop = RunLoop([], system_consumers, checkpoints, st.task, self.metrics, loop)
-            task_class = load_task_class(st.task.task_class)
-            for name in sorted(model):
+            if self.pool is not None:
+                await self._start_remote_tasks(self.pool, model, checkpointed, task_class, run_loop)
+            for name in sorted(model) if self.pool is None else ():
                 task_ssps = model[name]
                 task = task_class()
                 collector = TaskCollector(
@@ -265,18 +264,66 @@ class SamzaContainer:
                         ti.runnable.cancel_all()
             for ti in self.tasks:
                 ti.close()
+            if self.pool is not None:
+                await self.pool.stop()  # closes every task in its worker
         finally:
+            if self.pool is not None:
+                self.pool.kill()
             await asyncio.to_thread(self._stop_systems)
 
+    def _on_pool_failure(self, error: BaseException) -> None:
+        if self.run_loop is not None:
+            self.run_loop.abort(error)
+        else:
+            log.error("%s", error)
+
+    async def _start_remote_tasks(
+        self,
+        pool: WorkerPool,
+        model: dict[str, frozenset[SystemStreamPartition]],
+        checkpointed: dict[SystemStreamPartition, int],
+        task_class: type,
+        run_loop: RunLoop,
+    ) -> None:
+        """Pin each task to a worker, hand the workers their tasks and wait until all are init'ed."""
+        st = self.settings
+        placement = assign_tasks(model, st.pool_size)
+        batch = st.worker_batch_size
+        for name in sorted(model):
+            ti = RemoteTaskInstance(
+                name,
+                model[name],
+                issubclass(task_class, WindowableTask),
+                pool,
+                placement[name],
+                {s: o for s, o in checkpointed.items() if s in model[name]},
+                batch_size=batch,
+                in_flight_limit=max(4 * batch, st.task.max_concurrency),
+                drop_producer_errors=st.task.drop_producer_errors,
+                metrics=self.metrics,
+                on_ready=run_loop.task_ready,
+                on_requests=run_loop.on_requests,
+                on_dirty=run_loop.mark_dirty,
+            )
+            self.remote_tasks.append(ti)
+            run_loop.add_task(ti)
+        config = dict(st.config)
+        for system, servers in self._bootstrap.items():
+            config[f"systems.{system}.bootstrap.servers"] = servers
+        await pool.start(config, [(t.name, t.ssps, t.worker) for t in self.remote_tasks])
+
     def _register_lag_gauges(self, consumers: SystemConsumers) -> None:
-        for ti in self.tasks:
+        tasks: list[TaskInstance | RemoteTaskInstance] = [*self.tasks, *self.remote_tasks]
+        for ti in tasks:
             for ssp in ti.ssps:
 
-                def lag(ssp: SystemStreamPartition = ssp, ti: TaskInstance = ti) -> int | None:
+                def lag(
+                    ssp: SystemStreamPartition = ssp, last: dict[SystemStreamPartition, int] = ti.last_processed
+                ) -> int | None:
                     hw = consumers.high_watermark(ssp)
                     if hw is None:
                         return None
-                    return max(0, hw - (ti.last_processed.get(ssp, -1) + 1))
+                    return max(0, hw - (last.get(ssp, -1) + 1))
 
                 self.metrics.gauge(
                     "SystemConsumersMetrics",

@@ -15,23 +15,62 @@ import asyncio
 import functools
 import logging
 import time
+from collections import deque
 from collections.abc import Callable
+from typing import Any, Protocol
 
 from samzamp.api.collector import RequestScope
 from samzamp.api.envelope import SystemStreamPartition
-from samzamp.api.task import WindowableTask
 from samzamp.commit.pipeline import commit_task
 from samzamp.commit.topic_checkpoint import TopicCheckpointManager
 from samzamp.config.settings import TaskSettings
 from samzamp.consume.system_consumers import END_OF_STREAM, SystemConsumers
 from samzamp.container.coordinator import ReadableCoordinator
-from samzamp.container.task_instance import TaskInstance
-from samzamp.container.task_state import WorkerOp
-from samzamp.metrics.registry import MetricsRegistry
+from samzamp.container.task_state import TaskState, WorkerOp
+from samzamp.metrics.registry import Counter, Gauge, MetricsRegistry, Timer
+from samzamp.systems.base import RawMessage
 
-__all__ = ["RunLoop"]
+__all__ = ["RunLoop", "RunLoopTask"]
 
 log = logging.getLogger(__name__)
+
+
+class RunLoopTask(Protocol):
+    """One task as the loop drives it, wherever it runs (TaskInstance: on this thread or on asyncio;
+    RemoteTaskInstance: in a worker process). All calls come from the loop thread."""
+
+    name: str
+    ssps: frozenset[SystemStreamPartition]
+    state: TaskState
+    processing_ssps: set[SystemStreamPartition]
+    last_processed: dict[SystemStreamPartition, int]
+    checkpointed: dict[SystemStreamPartition, int]
+    checkpointed_gauges: dict[SystemStreamPartition, Gauge]
+    m_commit_calls: Counter
+    m_commit_ns: Timer
+
+    @property
+    def runs_inline(self) -> bool: ...
+
+    @property
+    def windowable(self) -> bool: ...
+
+    def process_run(
+        self, ssp: SystemStreamPartition, first: RawMessage, buffer: deque[RawMessage], limit: int
+    ) -> int: ...
+
+    def dispatch(self, ssp: SystemStreamPartition, raw: RawMessage) -> None: ...
+
+    def start_window(self, done: Callable[[Any, ReadableCoordinator | None], None]) -> None: ...
+
+    def start_end_of_stream(self, done: Callable[[Any, ReadableCoordinator], None]) -> None: ...
+
+    async def prepare_commit(self) -> tuple[dict[SystemStreamPartition, int], dict[str, str]]: ...
+
+    def checkpoint_written(self, offsets: dict[SystemStreamPartition, int]) -> None: ...
+
+    def after_commit(self) -> None: ...
+
 
 # A slice ends after this many envelopes or this much time, whichever comes first, so that timers
 # (window, commit) and completions from other threads are never held back for long.
@@ -42,7 +81,7 @@ SLICE_S = 0.005
 class RunLoop:
     def __init__(
         self,
-        tasks: list[TaskInstance],
+        tasks: list[RunLoopTask],
         consumers: SystemConsumers,
         checkpoints: TopicCheckpointManager,
         settings: TaskSettings,
@@ -51,7 +90,7 @@ class RunLoop:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.tasks = list(tasks)
-        self._by_ssp: dict[SystemStreamPartition, TaskInstance] = {s: t for t in tasks for s in t.ssps}
+        self._by_ssp: dict[SystemStreamPartition, RunLoopTask] = {s: t for t in tasks for s in t.ssps}
         self._consumers = consumers
         self._checkpoints = checkpoints
         self._settings = settings
@@ -59,7 +98,8 @@ class RunLoop:
         self._clock = clock
         # task.consumer.batch.size: how many messages of one SSP an inline task takes per choice.
         self._run_limit = max(1, settings.consumer_batch_size)
-        self._ready: set[TaskInstance] = set()
+        self._ready: set[RunLoopTask] = set()
+        self._dirty: list[Any] = []
         self._waiter: asyncio.Future[None] | None = None
         self._timers: list[asyncio.TimerHandle] = []
         self._commits: set[asyncio.Task[None]] = set()
@@ -73,7 +113,7 @@ class RunLoop:
         self._started = clock()
         metrics.gauge("SamzaContainerMetrics", "event-loop-utilization", fn=self._utilization)
 
-    def add_task(self, ti: TaskInstance) -> None:
+    def add_task(self, ti: RunLoopTask) -> None:
         """Register a task before ``run`` (tasks need the loop's callbacks, so they are made after it)."""
         self.tasks.append(ti)
         for ssp in ti.ssps:
@@ -85,7 +125,7 @@ class RunLoop:
         if w is not None and not w.done():
             w.set_result(None)
 
-    def task_ready(self, ti: TaskInstance) -> None:
+    def task_ready(self, ti: RunLoopTask) -> None:
         self._ready.add(ti)
         self.wake()
 
@@ -98,7 +138,7 @@ class RunLoop:
         self.shutdown_requested = True
         self.wake()
 
-    def on_requests(self, ti: TaskInstance, coordinator: ReadableCoordinator) -> None:
+    def on_requests(self, ti: RunLoopTask, coordinator: ReadableCoordinator) -> None:
         """Apply a coordinator's commit/shutdown requests (after its message was released in order)."""
         if coordinator.commit_requested:
             targets = self.tasks if coordinator.commit_scope is RequestScope.ALL_TASKS_IN_CONTAINER else [ti]
@@ -135,12 +175,12 @@ class RunLoop:
     def _start_timers(self) -> None:
         s = self._settings
         for ti in self.tasks:
-            if s.window_ms > 0 and isinstance(ti.task, WindowableTask):
+            if s.window_ms > 0 and ti.windowable:
                 self._schedule_every(s.window_ms / 1000, functools.partial(self._flag, ti, window=True))
             if s.commit_ms > 0:
                 self._schedule_every(s.commit_ms / 1000, functools.partial(self._flag, ti, commit=True))
 
-    def _flag(self, ti: TaskInstance, window: bool = False, commit: bool = False) -> None:
+    def _flag(self, ti: RunLoopTask, window: bool = False, commit: bool = False) -> None:
         if self.shutdown_requested:
             return  # shutdown does not force a window; it ends with its own final commit
         if window:
@@ -225,9 +265,25 @@ class RunLoop:
         while self._ready and self.error is None:
             run_task(self._ready.pop())
             progressed = True
+        self._flush_batches()
         return progressed
 
-    def _run_task(self, ti: TaskInstance) -> None:
+    def mark_dirty(self, ti: Any) -> None:
+        """``ti`` (a worker's task) collected messages to send: flush it at the end of this slice."""
+        self._dirty.append(ti)
+
+    def _flush_batches(self) -> None:
+        dirty = self._dirty
+        if dirty and self.error is None:
+            self._dirty = []
+            for ti in dirty:
+                try:
+                    ti.flush()
+                except BaseException as e:
+                    self.abort(e)
+                    return
+
+    def _run_task(self, ti: RunLoopTask) -> None:
         st = ti.state
         while self.error is None:
             op = st.next_op()
@@ -247,30 +303,37 @@ class RunLoop:
                 st.window_in_flight = True
                 self.m_window_calls.count += 1
                 try:
-                    coordinator = ti.window()
+                    ti.start_window(self.window_done)
                 except BaseException as e:
-                    self.abort(e)
-                    return
-                finally:
                     st.window_in_flight = False
-                if coordinator is not None and coordinator.has_requests:
-                    self.on_requests(ti, coordinator)
-            elif op is WorkerOp.END_OF_STREAM:
-                try:
-                    coordinator = ti.end_of_stream()
-                except BaseException as e:
                     self.abort(e)
                     return
+                if st.window_in_flight:
+                    return  # a worker runs it; window_done comes later
+            elif op is WorkerOp.END_OF_STREAM:
                 st.complete = True
-                log.info("task %r reached the end of every input", ti.name)
-                if coordinator.commit_requested:
-                    self._start_commit(ti)
-                self.on_requests(ti, coordinator)
+                try:
+                    ti.start_end_of_stream(self.end_of_stream_done)
+                except BaseException as e:
+                    self.abort(e)
                 return
             else:
                 return
 
-    def _start_commit(self, ti: TaskInstance) -> None:
+    def window_done(self, ti: RunLoopTask, coordinator: ReadableCoordinator | None) -> None:
+        """A task's window() returned (on this thread, or reported by its worker)."""
+        ti.state.window_in_flight = False
+        if coordinator is not None and coordinator.has_requests:
+            self.on_requests(ti, coordinator)
+        self.task_ready(ti)
+
+    def end_of_stream_done(self, ti: RunLoopTask, coordinator: ReadableCoordinator) -> None:
+        log.info("task %r reached the end of every input", ti.name)
+        if coordinator.commit_requested:
+            self._start_commit(ti)
+        self.on_requests(ti, coordinator)
+
+    def _start_commit(self, ti: RunLoopTask) -> None:
         st = ti.state
         st.need_commit = False
         st.commit_in_flight = True

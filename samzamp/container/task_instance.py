@@ -16,15 +16,17 @@ from typing import Any
 
 from samzamp.api.context import TaskContext
 from samzamp.api.envelope import IncomingMessageEnvelope, SystemStreamPartition
-from samzamp.api.errors import CallbackTimeoutError, SerdeError, TaskError
+from samzamp.api.errors import CallbackTimeoutError, SerdeError
 from samzamp.api.serde import Serde
 from samzamp.api.task import ClosableTask, EndOfStreamListenerTask, InitableTask, WindowableTask
 from samzamp.collect.collector import TaskCollector
 from samzamp.collect.completions import TaskCallbackImpl, TaskCallbackManager
+from samzamp.commit import pipeline
 from samzamp.consume.system_consumers import END_OF_STREAM
 from samzamp.container.coordinator import ReadableCoordinator
 from samzamp.container.task_state import TaskState
 from samzamp.dispatch.adapters import InlineSyncAdapter, RunnableTask
+from samzamp.dispatch.failures import is_ignored, task_failure
 from samzamp.metrics.registry import Gauge, MetricsRegistry
 from samzamp.systems.base import RawMessage
 
@@ -150,6 +152,10 @@ class TaskInstance:
         if coordinator.commit_requested or coordinator.shutdown_requested:
             self._coordinator = ReadableCoordinator()
             self._on_requests(self, coordinator)
+
+    @property
+    def windowable(self) -> bool:
+        return isinstance(self.task, WindowableTask)
 
     @property
     def runs_inline(self) -> bool:
@@ -287,22 +293,12 @@ class TaskInstance:
         self._release(self.callbacks.drain())
 
     def _is_ignored(self, error: BaseException) -> bool:
-        if not self._ignored:
-            return False
-        names = {c.__name__ for c in type(error).__mro__} | {
-            f"{c.__module__}.{c.__qualname__}" for c in type(error).__mro__
-        }
-        return "*" in self._ignored or any(n in names for n in self._ignored)
+        return is_ignored(error, self._ignored)
 
     def failure(
         self, error: BaseException, ssp: SystemStreamPartition | None = None, offset: int | None = None
     ) -> BaseException:
-        if isinstance(error, TaskError):
-            return error
-        where = f" processing {ssp} offset {offset}" if ssp is not None else ""
-        err = TaskError(f"task {self.name!r} failed{where}: {type(error).__name__}: {error}")
-        err.__cause__ = error
-        return err
+        return task_failure(self.name, error, ssp, offset)
 
     # -- window / end of stream -----------------------------------------------------------------
     def window(self) -> ReadableCoordinator | None:
@@ -329,3 +325,19 @@ class TaskInstance:
                 raise self.failure(e) from e
         coordinator.shutdown()
         return coordinator
+
+    # -- the shape the run loop drives (shared with RemoteTaskInstance) -------------------------
+    def start_window(self, done: Callable[[TaskInstance, ReadableCoordinator | None], None]) -> None:
+        """Run window() now and report to ``done`` before returning (a worker's task reports later)."""
+        done(self, self.window())
+
+    def start_end_of_stream(self, done: Callable[[TaskInstance, ReadableCoordinator], None]) -> None:
+        done(self, self.end_of_stream())
+
+    async def prepare_commit(self) -> tuple[dict[SystemStreamPartition, int], dict[str, str]]:
+        """Commit steps 1-4 (before_commit, offsets, flush producers, flush stores) where the task runs."""
+        return await pipeline.prepare_local_commit(self)
+
+    def checkpoint_written(self, offsets: dict[SystemStreamPartition, int]) -> None:
+        """Commit step 6: tell the task."""
+        pipeline.on_checkpoint(self, offsets)

@@ -14,6 +14,7 @@ import time
 from samzamp import (
     AsyncStreamTask,
     CheckpointListenerTask,
+    ClosableTask,
     InitableTask,
     OutgoingMessageEnvelope,
     StreamTask,
@@ -128,3 +129,25 @@ class CoordinatorTask(StreamTask):
             coordinator.commit(RequestScope.CURRENT_TASK)
         elif envelope.message == "m200":
             coordinator.shutdown(RequestScope.ALL_TASKS_IN_CONTAINER)
+
+
+class ClosingOrderTask(OrderTask, ClosableTask):
+    """OrderTask that leaves ``<task>.<pid>.closed`` in the record dir when closed."""
+
+    def init(self, context) -> None:
+        super().init(context)
+        self._closed_marker = os.path.join(
+            context.config["test.record.dir"], f"{context.task_name.replace(' ', '_')}.{os.getpid()}.closed"
+        )
+
+    def close(self) -> None:
+        with open(self._closed_marker, "w") as f:
+            f.write("closed\n")
+
+
+class FailingInitTask(StreamTask, InitableTask):
+    def init(self, context) -> None:
+        raise RuntimeError("init failed on purpose")
+
+    def process(self, envelope, collector, coordinator) -> None:
+        pass

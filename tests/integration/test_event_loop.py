@@ -33,7 +33,15 @@ def _expected(n: int) -> dict[int, set[int]]:
     return per
 
 
-def test_order_and_exactly_once_in_a_clean_run(broker, unique, tmp_path: Path) -> None:
+POOLS = pytest.mark.parametrize("pool", [1, 2, 4], ids=lambda n: f"pool{n}")
+
+
+def _pool(n: int) -> str:
+    return f"job.container.thread.pool.size={n}"
+
+
+@POOLS
+def test_order_and_exactly_once_in_a_clean_run(broker, unique, tmp_path: Path, pool: int) -> None:
     n = 20_000
     topic, out = f"in-{unique}", f"out-{unique}"
     seed_input(broker.bootstrap_servers, topic, PARTITIONS, n)
@@ -44,7 +52,9 @@ def test_order_and_exactly_once_in_a_clean_run(broker, unique, tmp_path: Path) -
         tmp_path / "job.toml",
         job_toml(f"order-{unique}", "recording_tasks:OrderTask", topic, rec, extra, top=f'test.output = "{out}"'),
     )
-    c = Container(cfg, broker.bootstrap_servers, "task.fetch.threshold=400", log=tmp_path / "container.log")
+    c = Container(
+        cfg, broker.bootstrap_servers, "task.fetch.threshold=400", _pool(pool), log=tmp_path / "container.log"
+    )
     wait_until(lambda: count_lines(rec) >= n, 120, f"{n} processed messages", c)
     assert c.stop() == 0, c.log_text()[-3000:]
 
@@ -105,11 +115,12 @@ def _crash_loop(
     return rec, runs
 
 
-def test_crash_safety_sigkill_at_random_points(broker, unique, tmp_path: Path) -> None:
+@POOLS
+def test_crash_safety_sigkill_at_random_points(broker, unique, tmp_path: Path, pool: int) -> None:
     n = 100_000
     topic, job = f"in-{unique}", f"crash-{unique}"
     seed_input(broker.bootstrap_servers, topic, PARTITIONS, n)
-    rec, runs = _crash_loop(broker, tmp_path, job, topic, "OrderTask", n, 5, "P")
+    rec, runs = _crash_loop(broker, tmp_path, job, topic, "OrderTask", n, 5, "P", _pool(pool))
     processed = {(p, o) for _, p, o in records(rec)}
     expected = {(p, o) for p, offs in _expected(n).items() for o in offs}
     assert processed == expected, f"{len(expected - processed)} inputs never processed"
@@ -134,12 +145,23 @@ def _assert_checkpoints_cover_only_completed(runs, kind: str) -> None:
                 assert not missing, f"checkpoint {task} p{p}@{o} covers incomplete offsets {missing[:5]}"
 
 
-def test_low_watermark_async_out_of_order_with_sigkill(broker, unique, tmp_path: Path) -> None:
+@POOLS
+def test_low_watermark_async_out_of_order_with_sigkill(broker, unique, tmp_path: Path, pool: int) -> None:
     n = 30_000
     topic, job = f"in-{unique}", f"lowwm-{unique}"
     seed_input(broker.bootstrap_servers, topic, PARTITIONS, n)
     rec, runs = _crash_loop(
-        broker, tmp_path, job, topic, "RandomAsyncTask", n, 5, "C", "task.max.concurrency=8", "task.commit.ms=100"
+        broker,
+        tmp_path,
+        job,
+        topic,
+        "RandomAsyncTask",
+        n,
+        5,
+        "C",
+        "task.max.concurrency=8",
+        "task.commit.ms=100",
+        _pool(pool),
     )
     completed = {(p, o) for k, p, o in records(rec, "C")}
     expected = {(p, o) for p, offs in _expected(n).items() for o in offs}
@@ -159,8 +181,11 @@ def test_low_watermark_async_out_of_order_with_sigkill(broker, unique, tmp_path:
     assert out_of_order > 100, "completions were not out of order: max.concurrency had no effect"
 
 
+@POOLS
 @pytest.mark.parametrize(("task", "concurrency"), [("SyncSpanTask", 1), ("AsyncSpanTask", 1), ("AsyncSpanTask", 4)])
-def test_window_and_commit_exclusive_with_process(broker, unique, tmp_path: Path, task: str, concurrency: int) -> None:
+def test_window_and_commit_exclusive_with_process(
+    broker, unique, tmp_path: Path, task: str, concurrency: int, pool: int
+) -> None:
     n = 8_000
     topic, job = f"in-{unique}", f"excl-{unique}"
     seed_input(broker.bootstrap_servers, topic, PARTITIONS, n)
@@ -171,6 +196,7 @@ def test_window_and_commit_exclusive_with_process(broker, unique, tmp_path: Path
         cfg,
         broker.bootstrap_servers,
         f"task.max.concurrency={concurrency}",
+        _pool(pool),
         "task.window.ms=100",
         "task.commit.ms=150",
         log=tmp_path / "container.log",

@@ -568,7 +568,13 @@ def test_system_factory_names(raw: str, expected: str) -> None:
         ({"job.default.system": "nope"}, None, "job.default.system"),
         ({"systems.other.samza.factory": "kafka"}, None, "task.checkpoint.system"),  # two systems, no default
         ({"task.checkpoint.system": "nope"}, None, "task.checkpoint.system"),
-        ({"job.container.thread.pool.size": 2}, None, "job.container.thread.pool.size"),
+        (
+            {"job.container.thread.pool.size": 2, "systems.kafka.samza.factory": "inmemory"},
+            None,
+            "job.container.thread.pool.size",
+        ),
+        ({"job.container.worker.ring.bytes": 5000}, None, "job.container.worker.ring.bytes"),
+        ({"job.container.worker.ring.bytes": 2048}, None, "job.container.worker.ring.bytes"),
         ({"task.async.commit": True}, None, "task.async.commit"),
         ({"streams.lines.samza.bootstrap": True}, None, "streams.lines.samza.bootstrap"),
         ({"streams.lines.samza.broadcast": "true"}, None, "streams.lines.samza.broadcast"),

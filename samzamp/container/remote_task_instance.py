@@ -1,0 +1,230 @@
+"""The loop's side of a synchronous task that runs in a worker process (job.container.thread.pool.size >= 2).
+
+What the loop sees is the same as for any task (``RunLoopTask``): dispatch, window, end of stream and
+commit, with ``TaskState`` deciding what may run. Underneath:
+
+- dispatched messages are batched per task and sent to the worker as ``Process`` frames at the end of
+  each loop slice (or when a batch is full). The worker runs them one at a time, in order, so the task
+  sees exactly what it would inline; the loop keeps them (in flight) until ``Processed`` says they are
+  done, and only then moves the task's low watermark (``last_processed``);
+- messages are sent ahead so the worker never waits for the loop, but only about ``IN_FLIGHT_TARGET_NS``
+  of work ahead (from the task's measured time per message, capped at ``in_flight_limit``): window,
+  commit and end of stream wait until nothing is in flight (the seeds' exclusion rules), so a deeper
+  queue would delay them;
+- a message whose process() asks for a commit or shutdown ends its batch: the worker skips the rest of
+  that *epoch*, and the loop takes every message still in flight back (to the front of the task's
+  pending queue) and sends it again under the next epoch once the request was served. So a request
+  is served right after its message, as it is inline;
+- window, end of stream and commit are frames too; the worker answers each, in order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from samzamp.api.envelope import SystemStreamPartition
+from samzamp.api.errors import SystemFailureError
+from samzamp.container.coordinator import ReadableCoordinator
+from samzamp.container.task_state import TaskState
+from samzamp.dispatch.process import frames as f
+from samzamp.dispatch.process.pool import WorkerPool
+from samzamp.metrics.registry import Gauge, MetricsRegistry
+from samzamp.systems.base import RawMessage
+
+__all__ = ["RemoteTaskInstance"]
+
+# How much work (by the task's average time per message) may wait in a worker for one task: bounds
+# how late a due window or commit starts, while keeping the worker busy between two loop slices.
+IN_FLIGHT_TARGET_NS = 10_000_000
+
+
+def _coordinator(commit: bool, commit_all: bool, shutdown: bool, shutdown_all: bool) -> ReadableCoordinator:
+    from samzamp.api.collector import RequestScope
+
+    c = ReadableCoordinator()
+    if commit:
+        c.commit(RequestScope.ALL_TASKS_IN_CONTAINER if commit_all else RequestScope.CURRENT_TASK)
+    if shutdown:
+        c.shutdown(RequestScope.ALL_TASKS_IN_CONTAINER if shutdown_all else RequestScope.CURRENT_TASK)
+    return c
+
+
+class RemoteTaskInstance:
+    def __init__(
+        self,
+        name: str,
+        ssps: frozenset[SystemStreamPartition],
+        windowable: bool,
+        pool: WorkerPool,
+        worker: int,
+        checkpointed: dict[SystemStreamPartition, int],
+        *,
+        batch_size: int,
+        in_flight_limit: int,
+        drop_producer_errors: bool,
+        metrics: MetricsRegistry,
+        on_ready: Callable[[Any], None],
+        on_requests: Callable[[Any, ReadableCoordinator], None],
+        on_dirty: Callable[[RemoteTaskInstance], None],
+    ) -> None:
+        self.name = name
+        self.ssps = ssps
+        self._windowable = windowable
+        self.worker = worker
+        self.state = TaskState(min(in_flight_limit, batch_size))
+        self._max_in_flight = in_flight_limit
+        self._avg_ns = 0.0  # moving average of process() time per message
+        self.processing_ssps = set(ssps)
+        self.checkpointed = dict(checkpointed)
+        self.last_processed = dict(checkpointed)
+        self.drop_producer_errors = drop_producer_errors
+        self._pool = pool
+        self._index = pool.register(worker, self._on_frame)
+        self._ssp_index = {s: i for i, s in enumerate(sorted(ssps))}
+        self._batch_size = batch_size
+        self._batch: list[tuple[int, RawMessage]] = []
+        self._in_flight: deque[tuple[SystemStreamPartition, RawMessage]] = deque()
+        self._epoch = 0
+        self._on_ready = on_ready
+        self._on_requests = on_requests
+        self._on_dirty = on_dirty
+        self._window_done: Callable[[Any, ReadableCoordinator | None], None] | None = None
+        self._eos_done: Callable[[Any, ReadableCoordinator], None] | None = None
+        self._commit_ready: asyncio.Future[f.CommitReady] | None = None
+        group = f"TaskName-{name}"
+        self.m_process_calls = metrics.counter(group, "process-calls")
+        self.m_processed = metrics.counter(group, "messages-actually-processed")
+        self.m_window_calls = metrics.counter(group, "window-calls")
+        self.m_commit_calls = metrics.counter(group, "commit-calls")
+        self.m_process_ns = metrics.timer("SamzaContainerMetrics", "process-ns")
+        self.m_window_ns = metrics.timer("SamzaContainerMetrics", "window-ns")
+        self.m_commit_ns = metrics.timer("SamzaContainerMetrics", "commit-ns")
+        metrics.gauge(group, "messages-in-flight", fn=lambda: self.state.messages_in_flight)
+        metrics.gauge(group, "pending-messages", fn=lambda: len(self.state.pending))
+        metrics.gauge(group, "worker", fn=lambda: self.worker)
+        self.checkpointed_gauges: dict[SystemStreamPartition, Gauge] = {}
+        for ssp in ssps:
+            label = f"{ssp.system}-{ssp.stream}-{ssp.partition}"
+            self.checkpointed_gauges[ssp] = metrics.gauge("OffsetManagerMetrics", f"{label}-checkpointed-offset")
+            if ssp in checkpointed:
+                self.checkpointed_gauges[ssp].set(checkpointed[ssp])
+
+    @property
+    def runs_inline(self) -> bool:
+        return False
+
+    @property
+    def windowable(self) -> bool:
+        return self._windowable
+
+    def process_run(self, ssp: SystemStreamPartition, first: RawMessage, buffer: deque[RawMessage], limit: int) -> int:
+        raise NotImplementedError("a worker's task is dispatched message by message; runs are for inline tasks")
+
+    # -- process --------------------------------------------------------------------------------
+    def dispatch(self, ssp: SystemStreamPartition, raw: RawMessage) -> None:
+        self.state.messages_in_flight += 1
+        self.m_process_calls.count += 1
+        self._in_flight.append((ssp, raw))
+        batch = self._batch
+        if not batch:
+            self._on_dirty(self)
+        batch.append((self._ssp_index[ssp], raw))
+        if len(batch) >= self._batch_size or len(batch) * 2 >= self.state.max_concurrency:
+            self.flush()
+
+    def flush(self) -> None:
+        """Send the batch collected so far (the loop calls this at the end of each slice)."""
+        if self._batch:
+            frame = f.encode(f.Process(self._index, self._epoch, self._batch))
+            self._batch = []
+            self._pool.send(self.worker, frame)
+
+    def _on_frame(self, frame: Any) -> None:
+        if isinstance(frame, f.Processed):
+            self._processed(frame)
+        elif isinstance(frame, f.Requested):
+            self._requested(frame)
+        elif isinstance(frame, f.WindowDone):
+            self.m_window_calls.count += 1
+            self.m_window_ns.update(frame.busy_ns)
+            done, self._window_done = self._window_done, None
+            assert done is not None
+            done(self, _coordinator(frame.commit, frame.commit_all, frame.shutdown, frame.shutdown_all))
+        elif isinstance(frame, f.EndOfStreamDone):
+            eos, self._eos_done = self._eos_done, None
+            assert eos is not None
+            eos(self, _coordinator(frame.commit, frame.commit_all, frame.shutdown, frame.shutdown_all))
+        elif isinstance(frame, f.CommitReady):
+            fut = self._commit_ready
+            if fut is not None and not fut.done():
+                fut.set_result(frame)
+
+    def _processed(self, frame: f.Processed) -> None:
+        n = frame.count
+        in_flight = self._in_flight
+        last = self.last_processed
+        for _ in range(n):
+            ssp, raw = in_flight.popleft()
+            last[ssp] = raw[0]
+        self.state.messages_in_flight -= n
+        self.m_processed.count += n
+        t = self.m_process_ns
+        t.count += n
+        t.total_ns += frame.busy_ns
+        if frame.max_ns > t.max_ns:
+            t.max_ns = frame.max_ns
+        if n:
+            per = frame.busy_ns / n
+            self._avg_ns = per if not self._avg_ns else 0.8 * self._avg_ns + 0.2 * per
+            ahead = int(IN_FLIGHT_TARGET_NS / max(self._avg_ns, 1.0))
+            self.state.max_concurrency = max(2, min(self._max_in_flight, ahead))
+        self._on_ready(self)
+
+    def _requested(self, frame: f.Requested) -> None:
+        # Everything still in flight (sent or not) goes back to the front of the queue, in order;
+        # the worker skips what it still gets of this epoch.
+        taken_back = list(self._in_flight)
+        self._in_flight.clear()
+        self._batch = []
+        self._epoch += 1
+        self.state.messages_in_flight -= len(taken_back)
+        self.m_process_calls.count -= len(taken_back)
+        self.state.pending.extendleft(reversed(taken_back))
+        self._on_requests(self, _coordinator(frame.commit, frame.commit_all, frame.shutdown, frame.shutdown_all))
+        self._on_ready(self)
+
+    # -- window, end of stream, commit ----------------------------------------------------------
+    def start_window(self, done: Callable[[Any, ReadableCoordinator | None], None]) -> None:
+        self._window_done = done
+        self._pool.send(self.worker, f.encode(f.Window(self._index)))
+
+    def start_end_of_stream(self, done: Callable[[Any, ReadableCoordinator], None]) -> None:
+        self._eos_done = done
+        self._pool.send(self.worker, f.encode(f.EndOfStream(self._index)))
+
+    async def prepare_commit(self) -> tuple[dict[SystemStreamPartition, int], dict[str, str]]:
+        offsets = dict(self.last_processed)  # step 2: nothing is in flight, so this is exact
+        loop = asyncio.get_running_loop()
+        self._commit_ready = loop.create_future()
+        self._pool.send(self.worker, f.encode(f.Commit(self._index)))
+        ready = await self._commit_ready
+        self._commit_ready = None
+        if ready.errors and not self.drop_producer_errors:
+            raise SystemFailureError(
+                f"task {self.name!r}: {len(ready.errors)} outputs could not be delivered (first: {ready.errors[0]}); "
+                "not checkpointing (set task.drop.producer.errors=true to ignore)"
+            )
+        return offsets, dict(ready.markers)
+
+    def checkpoint_written(self, offsets: dict[SystemStreamPartition, int]) -> None:
+        pairs = [(self._ssp_index[s], o) for s, o in offsets.items()]
+        self._pool.send(self.worker, f.encode(f.Checkpointed(self._index, pairs)))
+
+    def after_commit(self) -> None:
+        pass  # completions are never held back for a commit here: a request ends its epoch instead
+
+    def close(self) -> None:
+        pass  # the worker closes the task (Stop)

@@ -1,0 +1,183 @@
+"""The frames that cross the rings between the container's loop and a worker process.
+
+Every frame is a msgspec Struct encoded as MessagePack (array-like, tagged by its class), one frame per
+ring record. Nothing is pickled: frames carry only ints, strings, bytes and lists of them.
+
+Loop -> worker: ``Process`` (a batch of one task's messages), ``Window``, ``EndOfStream``, ``Commit``,
+``Checkpointed``, ``Stop``. Worker -> loop: ``Ready``, ``Processed``, ``Requested``, ``WindowDone``,
+``EndOfStreamDone``, ``CommitReady``, ``Failed``, ``Stats``, ``Stopped``.
+
+The worker answers each loop frame of one task in the order it got them, so the loop can match answers
+to requests by task alone. Tasks are named by their index in ``WorkerSpec.tasks``; SSPs by their index
+in that task's ``ssps``.
+
+``VERSION`` is checked at start-up: a worker of another samzamp version refuses to run.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+__all__ = [
+    "VERSION",
+    "Checkpointed",
+    "Commit",
+    "CommitReady",
+    "EndOfStream",
+    "EndOfStreamDone",
+    "Failed",
+    "Process",
+    "Processed",
+    "Ready",
+    "Requested",
+    "Stats",
+    "Stop",
+    "Stopped",
+    "TaskSpec",
+    "Window",
+    "WindowDone",
+    "WorkerSpec",
+    "decode_from_loop",
+    "decode_from_worker",
+    "encode",
+]
+
+VERSION = 1
+
+# A raw message as the loop buffers it: (offset, key bytes, value bytes, timestamp ms).
+RawTuple = tuple[int, "bytes | None", "bytes | None", int]
+
+
+class _Frame(msgspec.Struct, array_like=True, tag=True):
+    pass
+
+
+# -- start-up (over the worker's stdin, JSON) ----------------------------------------------------
+class TaskSpec(msgspec.Struct, frozen=True):
+    name: str
+    ssps: list[tuple[str, str, int, int]]  # (system, stream, partition, key_bucket)
+
+
+class WorkerSpec(msgspec.Struct, frozen=True):
+    version: int
+    index: int
+    parent_pid: int
+    config: dict[str, Any]  # the job's flattened config, with each Kafka system's resolved brokers
+    sys_path: list[str]  # the container's import path, so task.class imports the same way
+    tasks: list[TaskSpec]
+    to_worker: str  # RingSpec of the loop -> worker ring, encoded
+    from_worker: str
+
+
+# -- loop -> worker ------------------------------------------------------------------------------
+class Process(_Frame):
+    """Messages of one task, in order. ``epoch`` changes each time the loop takes back messages the
+    worker was told to skip (after a commit or shutdown request)."""
+
+    task: int
+    epoch: int
+    messages: list[tuple[int, RawTuple]]  # (ssp index, raw message)
+
+
+class Window(_Frame):
+    task: int
+
+
+class EndOfStream(_Frame):
+    task: int
+
+
+class Commit(_Frame):
+    """Steps 1, 3 and 4 of the commit pipeline: before_commit, flush the producer, flush stores."""
+
+    task: int
+
+
+class Checkpointed(_Frame):
+    """Step 6: the checkpoint was written with these offsets; call on_checkpoint."""
+
+    task: int
+    offsets: list[tuple[int, int]]  # (ssp index, offset)
+
+
+class Stop(_Frame):
+    """Close every task, flush and stop the producers, answer Stopped, exit."""
+
+
+# -- worker -> loop ------------------------------------------------------------------------------
+class Ready(_Frame):
+    pid: int
+
+
+class Processed(_Frame):
+    """The first ``count`` messages of the task's oldest unanswered batch are done (all of it unless
+    a request or failure cut it short), having spent ``busy_ns`` in process()."""
+
+    task: int
+    epoch: int
+    count: int
+    busy_ns: int
+    max_ns: int
+
+
+class Requested(_Frame):
+    """The message just reported asked for a commit and/or shutdown. The worker skips the rest of
+    this epoch's messages; the loop takes them back and sends them again in the next epoch."""
+
+    task: int
+    epoch: int
+    commit: bool
+    commit_all: bool
+    shutdown: bool
+    shutdown_all: bool
+
+
+class WindowDone(_Frame):
+    task: int
+    busy_ns: int
+    commit: bool
+    commit_all: bool
+    shutdown: bool
+    shutdown_all: bool
+
+
+class EndOfStreamDone(_Frame):
+    task: int
+    commit: bool
+    commit_all: bool
+    shutdown: bool
+    shutdown_all: bool
+
+
+class CommitReady(_Frame):
+    task: int
+    errors: list[str]  # outputs that could not be delivered (the loop decides: drop or fail)
+    markers: dict[str, str]  # per store: newest changelog offset (issue 4)
+
+
+class Failed(_Frame):
+    """A task failed; ``message`` already names the task, SSP and offset."""
+
+    task: int
+    kind: str  # the exception's class name, for task.ignored.exceptions reporting
+    message: str
+
+
+class Stats(_Frame):
+    messages: int
+    busy_ns: int
+
+
+class Stopped(_Frame):
+    pass
+
+
+FromLoop = Process | Window | EndOfStream | Commit | Checkpointed | Stop
+FromWorker = Ready | Processed | Requested | WindowDone | EndOfStreamDone | CommitReady | Failed | Stats | Stopped
+
+_encoder = msgspec.msgpack.Encoder()
+encode = _encoder.encode
+decode_from_loop = msgspec.msgpack.Decoder(FromLoop).decode
+decode_from_worker = msgspec.msgpack.Decoder(FromWorker).decode

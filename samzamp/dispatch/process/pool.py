@@ -1,0 +1,314 @@
+"""The worker pool: N worker processes for the container's synchronous tasks (job.container.thread.pool.size).
+
+Each worker gets two rings (loop -> worker, worker -> loop) and a fixed set of tasks. The loop side
+never blocks: frames to a worker go into its outbox and are pushed without waiting; when a ring is
+full the rest waits for the worker to make room (the ring's space fd on the event loop), and the
+tasks' in-flight limits stop the loop from producing more meanwhile. Frames from a worker are read
+when its ring's data fd becomes readable.
+
+Process boundaries, both ways:
+- a worker that dies (any signal, any exit before ``Stop``) is seen at once through a pidfd on the
+  event loop; the pool reads what the worker sent before dying, then fails the container with a
+  ``WorkerError`` naming the worker, its pid, how it ended and its tasks;
+- the container dying kills its workers: each sets PR_SET_PDEATHSIG(SIGKILL), and a worker blocked on
+  a ring notices the container is gone within ~100 ms anyway.
+
+Workers are started with fork+exec (``subprocess``): no Kafka client or thread of the container is
+inherited, whenever they are started.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import subprocess
+import sys
+from collections import deque
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import msgspec
+import psutil
+
+from samzamp.api.envelope import SystemStreamPartition
+from samzamp.api.errors import TaskError, WorkerError
+from samzamp.dispatch.process import frames as f
+from samzamp.ipc import EndOfQueue, Ring, create_ring
+from samzamp.metrics.registry import MetricsRegistry
+
+__all__ = ["WorkerHandle", "WorkerPool", "assign_tasks"]
+
+log = logging.getLogger(__name__)
+
+FrameHandler = Callable[[Any], None]
+
+
+def assign_tasks(tasks: dict[str, frozenset[SystemStreamPartition]], workers: int) -> dict[str, int]:
+    """Task name -> worker index: balanced by input partitions, and the same for the same tasks and
+    pool size on every start (so a worker's local state, once there is some, stays where it was)."""
+    load = [0] * workers
+    out: dict[str, int] = {}
+    for name in sorted(tasks, key=lambda n: (-len(tasks[n]), n)):
+        i = min(range(workers), key=lambda w: (load[w], w))
+        out[name] = i
+        load[i] += len(tasks[name])
+    return out
+
+
+class WorkerHandle:
+    """The loop's side of one worker: its process, rings, outbox and the tasks pinned to it."""
+
+    def __init__(self, index: int, ring_bytes: int) -> None:
+        self.index = index
+        self.to_worker: Ring = create_ring(ring_bytes)
+        self.from_worker: Ring = create_ring(ring_bytes)
+        self.tx = self.to_worker.sender()
+        self.rx = self.from_worker.receiver()
+        self.outbox: deque[bytes] = deque()
+        self.task_names: list[str] = []
+        self.handlers: list[FrameHandler] = []  # per task index in this worker
+        self.process: subprocess.Popen[bytes] | None = None
+        self.pid = 0
+        self.pidfd = -1
+        self.ready: asyncio.Future[None] | None = None
+        self.stopped: asyncio.Future[None] | None = None
+        self.stopping = False
+        self.exited = False
+        self.released = False
+        self.waiting_for_room = False
+        self.messages = 0
+        self.busy_ns = 0
+
+    def describe(self) -> str:
+        tasks = ", ".join(repr(n) for n in self.task_names) or "no tasks"
+        return f"worker {self.index} (pid {self.pid}; tasks {tasks})"
+
+
+class WorkerPool:
+    """Starts, feeds, supervises and stops the container's worker processes. Loop thread only."""
+
+    def __init__(
+        self,
+        size: int,
+        ring_bytes: int,
+        loop: asyncio.AbstractEventLoop,
+        metrics: MetricsRegistry,
+        on_failure: Callable[[BaseException], None],
+    ) -> None:
+        self.workers = [WorkerHandle(i, ring_bytes) for i in range(size)]
+        self._loop = loop
+        self._metrics = metrics
+        self._on_failure = on_failure
+        self.max_frame = self.workers[0].to_worker.max_record if self.workers else 0
+
+    # -- start ----------------------------------------------------------------------------------
+    def spawn(self) -> None:
+        """Start the processes now (they import while the container connects); they wait for their spec."""
+        for w in self.workers:
+            fds = [*w.to_worker.fds(), *w.from_worker.fds()]
+            w.process = subprocess.Popen(
+                [sys.executable, "-m", "samzamp.dispatch.process.worker"],
+                stdin=subprocess.PIPE,
+                pass_fds=fds,
+                close_fds=True,
+            )
+            w.pid = w.process.pid
+            w.pidfd = os.pidfd_open(w.pid)
+            self._loop.add_reader(w.pidfd, self._on_exit, w)
+            self._loop.add_reader(w.rx.fileno(), self._on_readable, w)
+            if w.rx.arm():  # the ring signals its fd only once armed
+                self._loop.call_soon(self._on_readable, w)
+            w.ready = self._loop.create_future()
+            w.stopped = self._loop.create_future()
+            self._register_metrics(w)
+
+    async def start(
+        self, config: dict[str, Any], tasks: Sequence[tuple[str, frozenset[SystemStreamPartition], int]]
+    ) -> None:
+        """Hand each worker its spec (config, tasks) and wait until every one has init'ed its tasks.
+
+        ``tasks``: (name, SSPs, worker index), in the order their handlers will be registered.
+        """
+        specs: list[list[f.TaskSpec]] = [[] for _ in self.workers]
+        for name, ssps, i in tasks:
+            specs[i].append(f.TaskSpec(name, [(s.system, s.stream, s.partition, s.key_bucket) for s in sorted(ssps)]))
+            self.workers[i].task_names.append(name)
+        for w, task_specs in zip(self.workers, specs, strict=True):
+            spec = f.WorkerSpec(
+                f.VERSION,
+                w.index,
+                os.getpid(),
+                config,
+                list(sys.path),
+                task_specs,
+                w.to_worker.spec().encode(),
+                w.from_worker.spec().encode(),
+            )
+            assert w.process is not None
+            assert w.process.stdin is not None
+            try:
+                w.process.stdin.write(msgspec.json.encode(spec))
+                w.process.stdin.close()
+            except BrokenPipeError:
+                pass  # it died already; _on_exit reports it
+        await asyncio.gather(*(w.ready for w in self.workers if w.ready is not None))
+        log.info("worker pool: %s", "; ".join(w.describe() for w in self.workers))
+
+    def register(self, worker: int, handler: FrameHandler) -> int:
+        """Route the frames of the worker's next task to ``handler``; returns the task's index there."""
+        w = self.workers[worker]
+        w.handlers.append(handler)
+        return len(w.handlers) - 1
+
+    # -- sending --------------------------------------------------------------------------------
+    def send(self, worker: int, frame: bytes) -> None:
+        w = self.workers[worker]
+        if len(frame) > self.max_frame:
+            msg = (
+                f"a frame of {len(frame)} bytes for {w.describe()} exceeds the ring's record limit of "
+                f"{self.max_frame} bytes; raise job.container.worker.ring.bytes"
+            )
+            raise WorkerError(msg)
+        w.outbox.append(frame)
+        if not w.waiting_for_room:
+            self._push(w)
+
+    def _push(self, w: WorkerHandle) -> None:
+        outbox = w.outbox
+        while outbox:
+            batch = list(outbox)
+            n = w.tx.send_many_nowait(batch)
+            for _ in range(n):
+                outbox.popleft()
+            if n < len(batch) and not w.tx.arm(len(outbox[0]) + 8):  # armed: wait for room
+                w.waiting_for_room = True
+                self._loop.add_reader(w.tx.fileno(), self._on_room, w)
+                return
+
+    def _on_room(self, w: WorkerHandle) -> None:
+        w.tx.clear()
+        self._loop.remove_reader(w.tx.fileno())
+        w.waiting_for_room = False
+        self._push(w)
+
+    # -- receiving ------------------------------------------------------------------------------
+    def _on_readable(self, w: WorkerHandle) -> None:
+        rx = w.rx
+        rx.clear()
+        decode = f.decode_from_worker
+        while True:
+            try:
+                records = rx.receive_many_nowait()
+            except EndOfQueue:
+                self._loop.remove_reader(rx.fileno())
+                return
+            if records:
+                for record in records:
+                    self._handle(w, decode(record))
+            elif not rx.arm():
+                return
+
+    def _handle(self, w: WorkerHandle, frame: Any) -> None:
+        if isinstance(frame, f.Processed):
+            w.messages += frame.count
+            w.busy_ns += frame.busy_ns
+            w.handlers[frame.task](frame)
+        elif isinstance(frame, f.Failed):
+            if frame.task < 0:
+                err: BaseException = WorkerError(f"{w.describe()} could not start: {frame.kind}: {frame.message}")
+            else:
+                err = TaskError(frame.message)
+            w.stopping = True  # it exits now; the failure is the news, not the exit
+            if w.ready is not None and not w.ready.done():
+                w.ready.set_exception(err)
+            else:
+                self._on_failure(err)
+        elif isinstance(frame, f.Ready):
+            if w.ready is not None and not w.ready.done():
+                w.ready.set_result(None)
+        elif isinstance(frame, f.Stats):
+            pass  # counted from Processed frames already
+        elif isinstance(frame, f.Stopped):
+            if w.stopped is not None and not w.stopped.done():
+                w.stopped.set_result(None)
+        else:
+            w.handlers[frame.task](frame)
+
+    # -- supervision ----------------------------------------------------------------------------
+    def _on_exit(self, w: WorkerHandle) -> None:
+        self._loop.remove_reader(w.pidfd)
+        os.close(w.pidfd)
+        w.pidfd = -1
+        w.exited = True
+        assert w.process is not None
+        code = w.process.wait()
+        self._on_readable(w)  # what it sent before it went (a Failed frame explains more than its exit)
+        how = f"was killed by {signal.Signals(-code).name}" if code < 0 else f"exited with code {code}"
+        if w.stopping and code == 0:
+            return
+        err = WorkerError(
+            f"{w.describe()} {how}; the container stops without checkpointing its unfinished work "
+            "(restart it to resume from the last checkpoint)"
+        )
+        if w.ready is not None and not w.ready.done():
+            w.ready.set_exception(err)
+        if w.stopped is not None and not w.stopped.done():
+            w.stopped.set_result(None)
+        if not w.stopping:
+            self._on_failure(err)
+
+    # -- stop -----------------------------------------------------------------------------------
+    async def stop(self, timeout_s: float = 30.0) -> None:
+        """Close every task in its worker, let them exit; kill those that do not within ``timeout_s``."""
+        for w in self.workers:
+            if not w.exited:
+                w.stopping = True
+                self.send(w.index, f.encode(f.Stop()))
+        waits = [w.stopped for w in self.workers if w.stopped is not None and not w.exited]
+        if waits:
+            _, pending = await asyncio.wait(waits, timeout=timeout_s)
+            if pending:
+                log.warning("worker pool: workers did not stop within %.0f s; killing them", timeout_s)
+        self.kill()
+
+    def kill(self) -> None:
+        """SIGKILL every worker still running and release the rings (failure path and final clean-up).
+        Idempotent."""
+        for w in self.workers:
+            if w.released:
+                continue
+            w.released = True
+            w.stopping = True
+            if w.process is not None and w.process.poll() is None:
+                w.process.kill()
+                w.process.wait()
+            w.exited = True
+            for fd in (w.pidfd, w.rx.fileno(), w.tx.fileno()):
+                if fd >= 0:
+                    self._loop.remove_reader(fd)
+            if w.pidfd >= 0:
+                os.close(w.pidfd)
+                w.pidfd = -1
+            w.to_worker.close()
+            w.from_worker.close()
+
+    # -- metrics --------------------------------------------------------------------------------
+    def _register_metrics(self, w: WorkerHandle) -> None:
+        group = f"WorkerPool-{w.index}"
+        m = self._metrics
+        m.gauge(group, "pid", fn=lambda: w.pid)
+        m.gauge(group, "messages-processed", fn=lambda: w.messages)
+        m.gauge(group, "busy-ns", fn=lambda: w.busy_ns)
+        m.gauge(group, "ring-to-worker-bytes-used", fn=lambda: None if w.exited else w.tx.statistics().bytes_used)
+        m.gauge(group, "ring-from-worker-bytes-used", fn=lambda: None if w.exited else w.rx.statistics().bytes_used)
+        m.gauge(group, "outbox-frames", fn=lambda: len(w.outbox))
+        m.gauge(group, "rss-bytes", fn=lambda: _rss(w.pid))
+
+
+def _rss(pid: int) -> int | None:
+    try:
+        return int(psutil.Process(pid).memory_info().rss)
+    except psutil.Error:
+        return None

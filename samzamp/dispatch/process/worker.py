@@ -1,0 +1,334 @@
+"""The main of a worker process: run the synchronous tasks pinned to it, fed over a ring by the loop.
+
+Started by ``WorkerPool`` as ``python -m samzamp.dispatch.process.worker`` with the two rings' fds
+inherited; reads its ``WorkerSpec`` (JSON) from stdin. It builds its own Kafka producer (no Kafka
+client crosses the exec), imports task.class, inits its tasks, answers ``Ready`` and then serves
+frames until ``Stop``.
+
+One thread runs everything, so each task's process, window and commit steps never overlap, and a
+task's messages are processed one at a time in the order the loop sent them.
+
+If the container dies the worker dies with it: PR_SET_PDEATHSIG(SIGKILL) where Linux has it, and a
+blocked ring call notices the loop's process is gone (``PeerGone``) in any case.
+
+Exit codes: 0 after ``Stop``; 3 when the container's process went away; 1 on an unexpected error
+(reported as ``Failed`` if the ring still works).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+import signal
+import sys
+import time
+from typing import Any
+
+import msgspec
+
+from samzamp.api.context import TaskContext
+from samzamp.api.envelope import IncomingMessageEnvelope, SystemStreamPartition
+from samzamp.api.errors import SerdeError, SystemFailureError
+from samzamp.api.task import CheckpointListenerTask, ClosableTask, EndOfStreamListenerTask, InitableTask, WindowableTask
+from samzamp.collect.collector import TaskCollector
+from samzamp.config import load_config, validate
+from samzamp.config.validate import load_task_class
+from samzamp.container.coordinator import ReadableCoordinator
+from samzamp.dispatch.failures import is_ignored, task_failure
+from samzamp.dispatch.process import frames as f
+from samzamp.ipc import PeerGone, attach_ring
+from samzamp.metrics.registry import Counter
+from samzamp.serde.streams import StreamSerdes
+from samzamp.systems.base import SystemProducer
+
+__all__ = ["main"]
+
+log = logging.getLogger("samzamp.worker")
+
+EXIT_PARENT_GONE = 3
+FLUSH_TIMEOUT_S = 300.0
+
+
+def _die_with_parent(parent_pid: int) -> None:
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() != parent_pid:  # the container died before prctl took effect
+        os._exit(EXIT_PARENT_GONE)
+
+
+class WorkerTask:
+    """One task as its worker runs it."""
+
+    def __init__(self, spec: f.TaskSpec, task: Any, collector: TaskCollector, serdes: StreamSerdes, settings: Any):
+        self.name = spec.name
+        self.ssps = [SystemStreamPartition(s, st, p, b) for s, st, p, b in spec.ssps]
+        self.task = task
+        self.collector = collector
+        self.decoders = []
+        for ssp in self.ssps:
+            key_serde, msg_serde = serdes(ssp.system_stream)
+            self.decoders.append(
+                (
+                    None if key_serde is None else key_serde.from_bytes,
+                    None if msg_serde is None else msg_serde.from_bytes,
+                )
+            )
+        self.ignored: tuple[str, ...] = settings.task.ignored_exceptions
+        self.drop_deser: bool = settings.task.drop_deserialization_errors
+        self.drop_producer_errors: bool = settings.task.drop_producer_errors
+        self.skip_epoch = -1  # Process frames of this epoch or older are skipped (taken back by the loop)
+
+
+def _requests(c: ReadableCoordinator) -> tuple[bool, bool, bool, bool]:
+    from samzamp.api.collector import RequestScope
+
+    return (
+        c.commit_requested,
+        c.commit_requested and c.commit_scope is RequestScope.ALL_TASKS_IN_CONTAINER,
+        c.shutdown_requested,
+        c.shutdown_requested and c.shutdown_scope is RequestScope.ALL_TASKS_IN_CONTAINER,
+    )
+
+
+class Worker:
+    def __init__(self, spec: f.WorkerSpec) -> None:
+        self.spec = spec
+        self.index = spec.index
+        self.to_worker = attach_ring(spec.to_worker)
+        self.from_worker = attach_ring(spec.from_worker)
+        self.rx = self.to_worker.receiver()
+        self.tx = self.from_worker.sender()
+        self.settings = validate(load_config(None, spec.config))
+        self.serdes = StreamSerdes(self.settings)
+        self.producers: dict[str, SystemProducer] = {}
+        self.tasks: list[WorkerTask] = []
+        self.out: list[bytes] = []
+        self.messages = 0
+        self.busy_ns = 0
+        self.stats_due = time.monotonic() + 1.0
+
+    # -- set-up -------------------------------------------------------------------------------
+    def start(self) -> None:
+        from samzamp.systems.kafka import KafkaSystemProducer
+
+        for name, s in self.settings.systems.items():
+            if s.factory != "kafka":
+                msg = f"system {name!r} is in-memory; worker processes can only reach Kafka systems"
+                raise SystemFailureError(msg)
+            self.producers[name] = KafkaSystemProducer(name, str(s.bootstrap_servers), s.producer)
+        task_class = load_task_class(self.settings.task.task_class)
+        for ts in self.spec.tasks:
+            task = task_class()
+            collector = TaskCollector(
+                ts.name,
+                self.producers,
+                self.serdes,
+                self.settings.task.drop_serialization_errors,
+                Counter(),
+                Counter(),
+            )
+            wt = WorkerTask(ts, task, collector, self.serdes, self.settings)
+            if isinstance(task, InitableTask):
+                try:
+                    task.init(TaskContext(ts.name, frozenset(wt.ssps), self.settings.config))
+                except Exception as e:
+                    raise task_failure(ts.name, e) from e
+            self.tasks.append(wt)
+
+    # -- serving ------------------------------------------------------------------------------
+    def serve(self) -> None:
+        rx = self.rx
+        decode = f.decode_from_loop
+        while True:
+            try:
+                records = rx.receive_many(timeout=1.0)
+            except TimeoutError:
+                records = []
+            for record in records:
+                frame = decode(record)
+                if isinstance(frame, f.Process):
+                    self._process(frame)
+                elif isinstance(frame, f.Window):
+                    self._window(frame.task)
+                elif isinstance(frame, f.Commit):
+                    self._commit(frame.task)
+                elif isinstance(frame, f.Checkpointed):
+                    self._checkpointed(frame)
+                elif isinstance(frame, f.EndOfStream):
+                    self._end_of_stream(frame.task)
+                elif isinstance(frame, f.Stop):
+                    self._stop()
+                    return
+            now = time.monotonic()
+            if now >= self.stats_due:
+                self.stats_due = now + 1.0
+                self.out.append(f.encode(f.Stats(self.messages, self.busy_ns)))
+            if self.out:
+                self.tx.send_many(self.out)
+                self.out.clear()
+
+    def fail(self, t: int, error: BaseException) -> None:
+        self.out.append(f.encode(f.Failed(t, type(error).__name__, str(error))))
+        self.tx.send_many(self.out)
+        self.out.clear()
+        raise _Stopped
+
+    def _process(self, frame: f.Process) -> None:
+        t = frame.task
+        wt = self.tasks[t]
+        if frame.epoch <= wt.skip_epoch:
+            return
+        process = wt.task.process
+        collector = wt.collector
+        coordinator = ReadableCoordinator()
+        ssps = wt.ssps
+        decoders = wt.decoders
+        clock = time.perf_counter_ns
+        total_ns = max_ns = count = 0
+        for ssp_index, (offset, key_bytes, value_bytes, ts) in frame.messages:
+            ssp = ssps[ssp_index]
+            key_dec, msg_dec = decoders[ssp_index]
+            try:
+                key = key_bytes if key_dec is None or key_bytes is None else key_dec(key_bytes)
+                message = value_bytes if msg_dec is None or value_bytes is None else msg_dec(value_bytes)
+            except Exception as e:
+                if wt.drop_deser:
+                    log.warning("task %r: dropped %s offset %d: cannot deserialize: %s", wt.name, ssp, offset, e)
+                    count += 1
+                    continue
+                self._report_processed(t, frame.epoch, count, total_ns, max_ns)
+                self.fail(
+                    t,
+                    SerdeError(
+                        f"cannot deserialize the message at {ssp} offset {offset} for task {wt.name!r}: "
+                        f"{type(e).__name__}: {e} "
+                        "(check streams.<id>.samza.key.serde / msg.serde, or set task.drop.deserialization.errors=true)"
+                    ),
+                )
+            size = (len(key_bytes) if key_bytes else 0) + (len(value_bytes) if value_bytes else 0)
+            started = clock()
+            try:
+                process(IncomingMessageEnvelope(ssp, offset, key, message, size, ts), collector, coordinator)
+            except Exception as e:
+                if not is_ignored(e, wt.ignored):
+                    self._report_processed(t, frame.epoch, count, total_ns, max_ns)
+                    self.fail(t, task_failure(wt.name, e, ssp, offset))
+            ns = clock() - started
+            total_ns += ns
+            if ns > max_ns:
+                max_ns = ns
+            count += 1
+            if coordinator.commit_requested or coordinator.shutdown_requested:
+                self._report_processed(t, frame.epoch, count, total_ns, max_ns)
+                self.out.append(f.encode(f.Requested(t, frame.epoch, *_requests(coordinator))))
+                wt.skip_epoch = frame.epoch
+                return
+        self._report_processed(t, frame.epoch, count, total_ns, max_ns)
+
+    def _report_processed(self, t: int, epoch: int, count: int, total_ns: int, max_ns: int) -> None:
+        self.messages += count
+        self.busy_ns += total_ns
+        self.out.append(f.encode(f.Processed(t, epoch, count, total_ns, max_ns)))
+
+    def _window(self, t: int) -> None:
+        wt = self.tasks[t]
+        coordinator = ReadableCoordinator()
+        started = time.perf_counter_ns()
+        if isinstance(wt.task, WindowableTask):
+            try:
+                wt.task.window(wt.collector, coordinator)
+            except Exception as e:
+                if not is_ignored(e, wt.ignored):
+                    self.fail(t, task_failure(wt.name, e))
+        self.out.append(f.encode(f.WindowDone(t, time.perf_counter_ns() - started, *_requests(coordinator))))
+
+    def _end_of_stream(self, t: int) -> None:
+        wt = self.tasks[t]
+        coordinator = ReadableCoordinator()
+        if isinstance(wt.task, EndOfStreamListenerTask):
+            try:
+                wt.task.on_end_of_stream(wt.collector, coordinator)
+            except Exception as e:
+                self.fail(t, task_failure(wt.name, e))
+        coordinator.shutdown()
+        self.out.append(f.encode(f.EndOfStreamDone(t, *_requests(coordinator))))
+
+    def _commit(self, t: int) -> None:
+        """Commit steps 1, 3, 4 for task ``t`` (see samzamp.commit.pipeline): the loop took step 2."""
+        wt = self.tasks[t]
+        if isinstance(wt.task, CheckpointListenerTask):
+            try:
+                wt.task.before_commit()
+            except Exception as e:
+                self.fail(t, task_failure(wt.name, e))
+        errors: list[str] = []
+        # One producer serves every task of this worker; flushing it flushes this task's outputs.
+        for producer in wt.collector.producers_used:
+            remaining = producer.flush(FLUSH_TIMEOUT_S)
+            if remaining:
+                errors.append(f"{remaining} outputs not acknowledged within {FLUSH_TIMEOUT_S:.0f} s")
+            errors.extend(producer.take_errors())
+        self.out.append(f.encode(f.CommitReady(t, errors, {})))
+
+    def _checkpointed(self, frame: f.Checkpointed) -> None:
+        wt = self.tasks[frame.task]
+        if isinstance(wt.task, CheckpointListenerTask):
+            offsets = {wt.ssps[i]: o for i, o in frame.offsets}
+            try:
+                wt.task.on_checkpoint(offsets)
+            except Exception as e:
+                self.fail(frame.task, task_failure(wt.name, e))
+
+    def _stop(self) -> None:
+        for wt in self.tasks:
+            if isinstance(wt.task, ClosableTask):
+                try:
+                    wt.task.close()
+                except Exception as e:
+                    log.warning("task %r: close() failed: %s", wt.name, e)
+        for p in self.producers.values():
+            p.stop()
+        self.out.append(f.encode(f.Stopped()))
+        self.tx.send_many(self.out)
+        self.out.clear()
+
+
+class _Stopped(Exception):
+    """A Failed frame was sent: leave quietly (the container reports the failure)."""
+
+
+def main() -> int:
+    spec = msgspec.json.decode(sys.stdin.buffer.read(), type=f.WorkerSpec)
+    _die_with_parent(spec.parent_pid)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the container decides when its workers stop
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    sys.path[:0] = [p for p in spec.sys_path if p not in sys.path]
+    logging.basicConfig(
+        level=logging.INFO, format=f"%(asctime)s %(levelname)s worker-{spec.index} %(name)s: %(message)s"
+    )
+    if spec.version != f.VERSION:
+        print(f"samzamp worker: frame version {spec.version} from the container, expected {f.VERSION}", file=sys.stderr)
+        return 1
+    worker = Worker(spec)
+    try:
+        try:
+            worker.start()
+        except Exception as e:
+            worker.fail(-1, e)
+        worker.out.append(f.encode(f.Ready(os.getpid())))
+        worker.tx.send_many(worker.out)
+        worker.out.clear()
+        worker.serve()
+    except _Stopped:
+        return 1
+    except PeerGone:
+        return EXIT_PARENT_GONE
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,112 @@
+"""The worker pool against the real broker: a worker's death, the container's death, clean shutdown."""
+
+from __future__ import annotations
+
+import re
+import signal
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import psutil
+import pytest
+from kafka_util import Container, count_lines, job_toml, records, seed_input, wait_until, write_config
+
+pytestmark = pytest.mark.integration
+
+PARTITIONS = 4
+WORKER_MODULE = "samzamp.dispatch.process.worker"
+
+
+def _workers(c: Container) -> list[psutil.Process]:
+    kids = psutil.Process(c.proc.pid).children(recursive=True)
+    return [p for p in kids if WORKER_MODULE in " ".join(p.cmdline())]
+
+
+def _gone(procs: list[psutil.Process], timeout: float) -> list[psutil.Process]:
+    """The processes still alive (zombies count as gone: nothing runs) after ``timeout``."""
+    _, alive = psutil.wait_procs(procs, timeout=timeout)
+    return [p for p in alive if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+
+
+def _expected(n: int) -> set[tuple[int, int]]:
+    per = defaultdict(set)
+    for i in range(n):
+        per[i % PARTITIONS].add(i // PARTITIONS)
+    return {(p, o) for p, offs in per.items() for o in offs}
+
+
+def _job(tmp_path: Path, unique: str, topic: str, task: str = "OrderTask") -> tuple[Path, Path]:
+    rec = tmp_path / "rec"
+    rec.mkdir(exist_ok=True)
+    cfg = write_config(tmp_path / "job.toml", job_toml(f"pool-{unique}", f"recording_tasks:{task}", topic, rec))
+    return cfg, rec
+
+
+def test_sigkill_of_one_worker_stops_the_container_and_a_restart_finishes(broker, unique, tmp_path: Path) -> None:
+    n = 40_000
+    topic = f"in-{unique}"
+    seed_input(broker.bootstrap_servers, topic, PARTITIONS, n)
+    cfg, rec = _job(tmp_path, unique, topic)
+    c = Container(cfg, broker.bootstrap_servers, "job.container.thread.pool.size=2", log=tmp_path / "run-0.log")
+    wait_until(lambda: count_lines(rec) >= 2_000, 120, "some progress", c)
+    workers = _workers(c)
+    assert len(workers) == 2, [p.cmdline() for p in workers]
+    everything = [psutil.Process(c.proc.pid), *psutil.Process(c.proc.pid).children(recursive=True)]
+    victim = workers[0]
+    killed_at = time.monotonic()
+    victim.send_signal(signal.SIGKILL)
+    code = c.proc.wait(timeout=30)
+    took = time.monotonic() - killed_at
+    assert code != 0
+    assert took < 2.0, f"the container took {took:.1f} s to notice its worker died"
+    log = c.log_text()
+    assert re.search(rf"worker \d \(pid {victim.pid}; tasks '[^)]*\) was killed by SIGKILL", log), log[-2000:]
+    left = _gone(everything, 5)
+    assert not left, f"processes of the old container remain: {[(p.pid, p.cmdline()) for p in left]}"
+
+    c2 = Container(cfg, broker.bootstrap_servers, "job.container.thread.pool.size=2", log=tmp_path / "run-1.log")
+    wait_until(lambda: {(p, o) for _, p, o in records(rec)} >= _expected(n), 180, "every offset processed", c2)
+    assert c2.stop() == 0, c2.log_text()[-3000:]
+
+
+def test_sigkill_of_the_container_leaves_no_worker(broker, unique, tmp_path: Path) -> None:
+    topic = f"in-{unique}"
+    seed_input(broker.bootstrap_servers, topic, PARTITIONS, 20_000)
+    cfg, rec = _job(tmp_path, unique, topic)
+    c = Container(cfg, broker.bootstrap_servers, "job.container.thread.pool.size=2", log=tmp_path / "run.log")
+    wait_until(lambda: count_lines(rec) >= 1_000, 120, "some progress", c)
+    workers = _workers(c)
+    assert len(workers) == 2
+    c.kill()
+    left = _gone(workers, 5)
+    assert not left, f"workers outlived their container: {[p.pid for p in left]}"
+
+
+def test_clean_shutdown_closes_every_task_in_its_worker(broker, unique, tmp_path: Path) -> None:
+    n = 4_000
+    topic = f"in-{unique}"
+    seed_input(broker.bootstrap_servers, topic, PARTITIONS, n)
+    cfg, rec = _job(tmp_path, unique, topic, "ClosingOrderTask")
+    c = Container(cfg, broker.bootstrap_servers, "job.container.thread.pool.size=2", log=tmp_path / "run.log")
+    wait_until(lambda: count_lines(rec) >= n, 120, "all processed", c)
+    workers = {p.pid for p in _workers(c)}
+    assert c.stop() == 0, c.log_text()[-3000:]
+    closed = sorted(p.name for p in rec.glob("*.closed"))
+    assert len(closed) == PARTITIONS, closed
+    # Closed where they ran: in the workers, two tasks each (balanced by partitions).
+    pids = [int(name.split(".")[-2]) for name in closed]
+    assert set(pids) == workers
+    assert sorted(pids.count(p) for p in set(pids)) == [2, 2]
+
+
+def test_a_task_that_fails_in_init_names_the_task_and_worker(broker, unique, tmp_path: Path) -> None:
+    topic = f"in-{unique}"
+    seed_input(broker.bootstrap_servers, topic, PARTITIONS, 10)
+    cfg, _ = _job(tmp_path, unique, topic, "FailingInitTask")
+    c = Container(cfg, broker.bootstrap_servers, "job.container.thread.pool.size=2", log=tmp_path / "run.log")
+    assert c.proc.wait(timeout=60) == 1
+    log = c.log_text()
+    assert "could not start" in log
+    assert "init failed on purpose" in log
+    assert "Partition" in log
