@@ -270,11 +270,19 @@ def attach_profiler(pid: int, rep: int) -> subprocess.Popen[bytes] | None:
 
 
 def run_samzamp(
-    bootstrap: str, out_topic: str, n: int, rep: int, workdir: Path, broker_pid: int | None
+    bootstrap: str,
+    out_topic: str,
+    n: int,
+    rep: int,
+    workdir: Path,
+    broker_pid: int | None,
+    config: str | None = None,
+    overrides: tuple[str, ...] = (),
 ) -> SamzampResult:
-    toml_path = workdir / f"noop-{rep}.toml"
-    toml_path.write_text(job_toml(out_topic, rep))
-    log_path = workdir / f"container-{rep}.log"
+    """Run one container of the job (``config``, default the no-op job) until ``n`` outputs are seen."""
+    toml_path = workdir / f"job-{out_topic}.toml"
+    toml_path.write_text(config if config is not None else job_toml(out_topic, rep))
+    log_path = workdir / f"container-{out_topic}.log"
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(x for x in (str(BENCH_DIR), env.get("PYTHONPATH", "")) if x)
     env["BENCH_NOOP_OUTPUT"] = out_topic
@@ -300,7 +308,7 @@ def run_samzamp(
                 "--set",
                 f"systems.kafka.bootstrap.servers={bootstrap}",
                 *extra_sets(),
-                *[a for kv in EXTRA_SETS for a in ("--set", kv)],
+                *[a for kv in (*EXTRA_SETS, *overrides) for a in ("--set", kv)],
             ],
             stdin=subprocess.DEVNULL,
             stdout=log,

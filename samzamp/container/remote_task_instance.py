@@ -113,15 +113,19 @@ class RemoteTaskInstance:
                 self.checkpointed_gauges[ssp].set(checkpointed[ssp])
 
     @property
-    def runs_inline(self) -> bool:
-        return False
-
-    @property
     def windowable(self) -> bool:
         return self._windowable
 
     def process_run(self, ssp: SystemStreamPartition, first: RawMessage, buffer: deque[RawMessage], limit: int) -> int:
-        raise NotImplementedError("a worker's task is dispatched message by message; runs are for inline tasks")
+        """Dispatch ``first`` and up to ``limit - 1`` more of ``ssp``'s buffered messages (the state said
+        PROCESS), as far as the in-flight bound allows; stops before an end-of-stream marker."""
+        self.dispatch(ssp, first)
+        taken = 1
+        st = self.state
+        while taken < limit and buffer and st.messages_in_flight < st.max_concurrency and buffer[0][0] >= 0:
+            self.dispatch(ssp, buffer.popleft())
+            taken += 1
+        return taken
 
     # -- process --------------------------------------------------------------------------------
     def dispatch(self, ssp: SystemStreamPartition, raw: RawMessage) -> None:

@@ -50,9 +50,6 @@ class RunLoopTask(Protocol):
     m_commit_ns: Timer
 
     @property
-    def runs_inline(self) -> bool: ...
-
-    @property
     def windowable(self) -> bool: ...
 
     def process_run(
@@ -252,8 +249,8 @@ class RunLoop:
             progressed = True
             ssp, raw = chosen
             ti = by_ssp[ssp]
-            if ti.runs_inline and raw[0] != END_OF_STREAM and ti.state.can_process():
-                # The common case, inline: process this envelope and the SSP's next ones in one run.
+            if raw[0] != END_OF_STREAM and ti.state.can_process():
+                # The common case: process (or hand to its worker) this envelope and the SSP's next ones.
                 envelopes.count += ti.process_run(ssp, raw, consumers.buffer(ssp), run_limit)
                 consumers.try_update(ssp)
             else:

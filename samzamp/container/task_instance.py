@@ -157,14 +157,9 @@ class TaskInstance:
     def windowable(self) -> bool:
         return isinstance(self.task, WindowableTask)
 
-    @property
-    def runs_inline(self) -> bool:
-        """A synchronous task run on the loop thread: ``process_run`` may be used."""
-        return self._inline is not None
-
     def process_run(self, ssp: SystemStreamPartition, first: RawMessage, buffer: deque[RawMessage], limit: int) -> int:
         """Process ``first`` and then up to ``limit - 1`` more messages of ``ssp`` straight from its
-        fetch buffer, in order (the state said PROCESS, and the task runs inline).
+        fetch buffer, in order (the state said PROCESS). A task that is not run inline takes one.
 
         This is the per-message path with the per-message overheads hoisted: one loop, locals for
         everything it touches, metrics applied once per run. A run stops early at an end-of-stream
@@ -172,7 +167,9 @@ class TaskInstance:
         a one-message run would) and at a failure. Returns how many messages it took.
         """
         process = self._inline
-        assert process is not None
+        if process is None:  # runs on asyncio or calls back: one message through the callback path
+            self.dispatch(ssp, first)
+            return 1
         key_serde, msg_serde = self._serdes[ssp]
         key_dec = None if key_serde is None else key_serde.from_bytes
         msg_dec = None if msg_serde is None else msg_serde.from_bytes

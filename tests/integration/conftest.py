@@ -6,6 +6,7 @@ import itertools
 from collections.abc import Iterator
 
 import pytest
+from kafka_util import Container
 
 from samzamp.systems.kafka import EmbeddedBroker
 
@@ -25,3 +26,13 @@ def broker() -> Iterator[EmbeddedBroker]:
 def unique() -> str:
     """A fresh suffix for topic and job names, so tests sharing the broker never collide."""
     return f"t{next(_names)}"
+
+
+@pytest.fixture(autouse=True)
+def _no_container_outlives_its_test() -> Iterator[None]:
+    """A failed test must not leave its container (and its workers) running into the next tests."""
+    yield
+    for c in list(Container.started):
+        if c.alive():
+            c.kill()
+    Container.started.clear()

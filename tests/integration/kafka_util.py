@@ -9,7 +9,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -87,6 +87,8 @@ def write_config(path: Path, text: str) -> Path:
 class Container:
     """``bin/samzamp-container`` as a subprocess with the test tasks importable."""
 
+    started: ClassVar[list[Container]] = []  # killed after each test if still running (conftest)
+
     def __init__(self, config: Path, bootstrap: str, *overrides: str, log: Path | None = None) -> None:
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join([str(HERE), str(ROOT), env.get("PYTHONPATH", "")])
@@ -104,6 +106,7 @@ class Container:
         out = open(log, "ab") if log else subprocess.DEVNULL  # noqa: SIM115
         try:
             self.proc = subprocess.Popen(args, env=env, stdout=out, stderr=out, cwd=str(ROOT))
+            Container.started.append(self)
         finally:
             if log:
                 out.close()  # the child has its own copy

@@ -152,6 +152,10 @@ class Worker:
                 frame = decode(record)
                 if isinstance(frame, f.Process):
                     self._process(frame)
+                    # Report at once, not after the rest of what was received: the loop refills the
+                    # task's in-flight window from these, so the worker never runs dry.
+                    self.tx.send_many(self.out)
+                    self.out.clear()
                 elif isinstance(frame, f.Window):
                     self._window(frame.task)
                 elif isinstance(frame, f.Commit):

@@ -1,0 +1,27 @@
+"""The CPU-bound task of bench/cpu_scaling.py: a deterministic pure-Python loop (~20 µs a message on
+this machine), then one output per input. The output topic comes from BENCH_NOOP_OUTPUT."""
+
+from __future__ import annotations
+
+import os
+
+from samzamp import OutgoingMessageEnvelope, StreamTask, SystemStream
+
+OUTPUT_TOPIC = os.environ.get("BENCH_NOOP_OUTPUT", "bench-cpu-out")
+ITERATIONS = int(os.environ.get("BENCH_CPU_ITERATIONS", "280"))
+
+
+def burn(seed: int, iterations: int = ITERATIONS) -> int:
+    x = seed
+    for _ in range(iterations):
+        x = (x * 1103515245 + 12345) & 0x7FFFFFFF
+    return x
+
+
+class CpuTask(StreamTask):
+    OUT = SystemStream("kafka", OUTPUT_TOPIC)
+
+    def process(self, envelope, collector, coordinator):
+        message = envelope.message
+        message["h"] = burn(message["id"])
+        collector.send(OutgoingMessageEnvelope(self.OUT, message, key=envelope.key))
