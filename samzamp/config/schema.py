@@ -85,7 +85,13 @@ KEYS: tuple[KeySpec, ...] = (
     KeySpec("task.checkpoint.system", "str", None, "System of the checkpoint topic (default job.default.system)."),
     KeySpec("task.checkpoint.replication.factor", "int", 1, "Replication factor of the checkpoint topic.", 1),
     KeySpec("task.checkpoint.segment.bytes", "int", 26214400, "segment.bytes of the checkpoint topic.", 1),
-    KeySpec("task.consumer.batch.size", "int", 0, "Keep choosing one SSP up to this many messages (0 = off).", 0),
+    KeySpec(
+        "task.consumer.batch.size",
+        "int",
+        64,
+        "Take up to this many messages of one SSP per choice (a run; also ends after 5 ms); 0/1 = one.",
+        0,
+    ),
     KeySpec("task.fetch.threshold", "int", 50000, "Messages buffered in the container before fetching pauses.", 1),
     # app
     KeySpec("app.name", "str", None, "Application name (defaults to job.name)."),

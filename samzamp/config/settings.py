@@ -316,5 +316,5 @@ def _task(config: Config, systems: dict[str, SystemSettings]) -> TaskSettings:
         drop_producer_errors=config.get_bool("task.drop.producer.errors", False),
         ignored_exceptions=tuple(config.get_list("task.ignored.exceptions")),
         fetch_threshold=config.get_int("task.fetch.threshold", 50000),
-        consumer_batch_size=config.get_int("task.consumer.batch.size", 0),
+        consumer_batch_size=config.get_int("task.consumer.batch.size", 64),
     )

@@ -116,7 +116,9 @@ class RemoteTaskInstance:
     def windowable(self) -> bool:
         return self._windowable
 
-    def process_run(self, ssp: SystemStreamPartition, first: RawMessage, buffer: deque[RawMessage], limit: int) -> int:
+    def process_run(
+        self, ssp: SystemStreamPartition, first: RawMessage, buffer: deque[RawMessage], limit: int, deadline_ns: int
+    ) -> int:
         """Dispatch ``first`` and up to ``limit - 1`` more of ``ssp``'s buffered messages (the state said
         PROCESS), as far as the in-flight bound allows; stops before an end-of-stream marker."""
         self.dispatch(ssp, first)

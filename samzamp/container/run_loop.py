@@ -53,7 +53,7 @@ class RunLoopTask(Protocol):
     def windowable(self) -> bool: ...
 
     def process_run(
-        self, ssp: SystemStreamPartition, first: RawMessage, buffer: deque[RawMessage], limit: int
+        self, ssp: SystemStreamPartition, first: RawMessage, buffer: deque[RawMessage], limit: int, deadline_ns: int
     ) -> int: ...
 
     def dispatch(self, ssp: SystemStreamPartition, raw: RawMessage) -> None: ...
@@ -93,7 +93,7 @@ class RunLoop:
         self._settings = settings
         self._loop = loop
         self._clock = clock
-        # task.consumer.batch.size: how many messages of one SSP an inline task takes per choice.
+        # task.consumer.batch.size: how many messages of one SSP a task takes per choice.
         self._run_limit = max(1, settings.consumer_batch_size)
         self._ready: set[RunLoopTask] = set()
         self._dirty: list[Any] = []
@@ -235,6 +235,7 @@ class RunLoop:
         run_limit = self._run_limit
         envelopes = self.m_envelopes
         deadline = clock() + SLICE_S
+        deadline_ns = time.perf_counter_ns() + int(SLICE_S * 1e9)  # runs end with the slice
         refill = consumers.refill
         refill()
         for _ in range(SLICE):
@@ -251,7 +252,7 @@ class RunLoop:
             ti = by_ssp[ssp]
             if raw[0] != END_OF_STREAM and ti.state.can_process():
                 # The common case: process (or hand to its worker) this envelope and the SSP's next ones.
-                envelopes.count += ti.process_run(ssp, raw, consumers.buffer(ssp), run_limit)
+                envelopes.count += ti.process_run(ssp, raw, consumers.buffer(ssp), run_limit, deadline_ns)
                 consumers.try_update(ssp)
             else:
                 ti.state.pending.append(chosen)

@@ -69,6 +69,10 @@ class TaskInstance:
         self.processing_ssps = set(ssps)  # SSPs not yet at end of stream
         self.drop_producer_errors = drop_producer_errors
         self._serdes = serdes
+        self._decoders = {
+            s: (None if k is None else k.from_bytes, None if m is None else m.from_bytes)
+            for s, (k, m) in serdes.items()
+        }
         self._timeout_s = callback_timeout_ms / 1000 if callback_timeout_ms > 0 else 0.0
         self._drop_deser = drop_deserialization_errors
         self._ignored = ignored_exceptions
@@ -157,9 +161,12 @@ class TaskInstance:
     def windowable(self) -> bool:
         return isinstance(self.task, WindowableTask)
 
-    def process_run(self, ssp: SystemStreamPartition, first: RawMessage, buffer: deque[RawMessage], limit: int) -> int:
+    def process_run(
+        self, ssp: SystemStreamPartition, first: RawMessage, buffer: deque[RawMessage], limit: int, deadline_ns: int
+    ) -> int:
         """Process ``first`` and then up to ``limit - 1`` more messages of ``ssp`` straight from its
-        fetch buffer, in order (the state said PROCESS). A task that is not run inline takes one.
+        fetch buffer, in order, until ``deadline_ns`` (perf_counter_ns) passes (the state said PROCESS).
+        A task that is not run inline takes one.
 
         This is the per-message path with the per-message overheads hoisted: one loop, locals for
         everything it touches, metrics applied once per run. A run stops early at an end-of-stream
@@ -170,9 +177,7 @@ class TaskInstance:
         if process is None:  # runs on asyncio or calls back: one message through the callback path
             self.dispatch(ssp, first)
             return 1
-        key_serde, msg_serde = self._serdes[ssp]
-        key_dec = None if key_serde is None else key_serde.from_bytes
-        msg_dec = None if msg_serde is None else msg_serde.from_bytes
+        key_dec, msg_dec = self._decoders[ssp]
         collector = self.collector
         coordinator = self._coordinator
         clock = time.perf_counter_ns
@@ -211,7 +216,7 @@ class TaskInstance:
                         self._coordinator = ReadableCoordinator()
                         self._on_requests(self, coordinator)
                         return taken
-                if taken >= limit or not buffer or buffer[0][0] == END_OF_STREAM:
+                if taken >= limit or not buffer or buffer[0][0] == END_OF_STREAM or started > deadline_ns:
                     return taken
                 raw = buffer.popleft()
                 taken += 1
