@@ -28,3 +28,5 @@ def test_broker_cli_serves_until_sigterm() -> None:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
