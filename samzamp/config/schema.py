@@ -142,11 +142,28 @@ KEYS: tuple[KeySpec, ...] = (
     KeySpec("streams.<id>.partitions", "int", None, "Partitions when samzamp creates the topic.", 1),
     # serializers
     KeySpec("serializers.registry.<name>.class", "str", None, "A serde by import path (module:Class)."),
-    # stores (issue 4 builds them; the keys are reserved now)
-    KeySpec("stores.<name>.factory", "str", None, "The store's engine (lmdb)."),
-    KeySpec("stores.<name>.changelog", "str", None, "The store's changelog as system.stream."),
-    KeySpec("stores.<name>.key.serde", "str", None, "The store's key serde."),
-    KeySpec("stores.<name>.msg.serde", "str", None, "The store's value serde."),
+    # stores
+    KeySpec("stores.<name>.factory", "str", None, "The store's engine: lmdb."),
+    KeySpec(
+        "stores.<name>.changelog",
+        "str",
+        None,
+        "The store's changelog as system.stream (or stream + job.changelog.system).",
+    ),
+    KeySpec("stores.<name>.key.serde", "str", None, "The store's key serde (required)."),
+    KeySpec("stores.<name>.msg.serde", "str", None, "The store's value serde (required)."),
+    KeySpec(
+        "stores.<name>.lmdb.map.size", "int", 64 << 20, "Initial LMDB map size in bytes; it doubles when full.", 4096
+    ),
+    KeySpec(
+        "stores.<name>.lmdb.sync", "bool", True, "fsync LMDB at each commit (false: faster, unsafe on power loss)."
+    ),
+    KeySpec(
+        "task.transactional.state.restore.enabled",
+        "bool",
+        True,
+        "Restore stores to the last checkpoint and revert changelog writes no checkpoint covers.",
+    ),
 )
 
 # Namespaces samzamp owns: a key here that matches no spec is almost surely a typo.
@@ -154,7 +171,7 @@ _OWNED = re.compile(
     r"^(job|task|app|metrics|serializers)\."
     r"|^systems\.[^.]+\.(samza|default\.stream\.samza)\."
     r"|^streams\.[^.]+\.samza\."
-    r"|^stores\.[^.]+\.[^.]+$"
+    r"|^stores\.[^.]+\."
 )
 _PASSTHROUGH = re.compile(
     r"^systems\.[^.]+\.(consumer|producer)\.|^streams\.[^.]+\.(?!samza\.)|^stores\.[^.]+\.changelog\.kafka\."

@@ -114,6 +114,10 @@ class JobSettings:
     task: TaskSettings
     systems: dict[str, SystemSettings]
     serializers: dict[str, str]
+    stores: dict[str, StoreSettings] = field(default_factory=dict)
+    logged_store_base_dir: str = "state"
+    non_logged_store_base_dir: str = "state"
+    transactional_restore: bool = True
 
     @classmethod
     def from_config(cls, config: Config) -> JobSettings:
@@ -193,6 +197,10 @@ class JobSettings:
             checkpoint_validation=config.get_bool("job.checkpoint.validation.enabled", True),
             metrics_log_interval_ms=config.get_int("metrics.log.interval.ms", 60000),
             task=task,
+            stores=_stores(config, systems),
+            logged_store_base_dir=config.get_str("job.logged.store.base.dir") or "state",
+            non_logged_store_base_dir=config.get_str("job.non-logged.store.base.dir") or "state",
+            transactional_restore=config.get_bool("task.transactional.state.restore.enabled", True),
             systems=systems,
             serializers=serializers,
         )
@@ -211,6 +219,61 @@ def _system_names(config: Config) -> list[str]:
                 f"system {s!r} is configured but has no factory; set it to kafka or inmemory",
             )
     return names
+
+
+@dataclass(frozen=True)
+class StoreSettings:
+    """One store: stores.<name>.*."""
+
+    name: str
+    factory: str
+    changelog: SystemStream | None
+    key_serde: str
+    msg_serde: str
+    map_size: int
+    sync: bool
+
+
+def _stores(config: Config, systems: dict[str, SystemSettings]) -> dict[str, StoreSettings]:
+    names = sorted(
+        k.split(".")[1] for k in config if k.startswith("stores.") and k.endswith(".factory") and k.count(".") == 2
+    )
+    out: dict[str, StoreSettings] = {}
+    for name in names:
+        p = f"stores.{name}."
+        factory = config.require_str(p + "factory", "the store's engine: lmdb")
+        if factory != "lmdb":
+            raise ConfigError(p + "factory", f"unknown store engine {factory!r}; use lmdb")
+        key_serde = config.require_str(p + "key.serde", "a serde name, e.g. string")
+        msg_serde = config.require_str(p + "msg.serde", "a serde name, e.g. json")
+        changelog: SystemStream | None = None
+        raw = config.get_str(p + "changelog")
+        if raw:
+            system, dot, stream = raw.partition(".")
+            if not dot:
+                cl_system = config.get_str("job.changelog.system") or config.get_str("job.default.system")
+                if cl_system is None:
+                    raise ConfigError(
+                        p + "changelog", f"{raw!r} names no system: write system.stream, or set job.changelog.system"
+                    )
+                system, stream = cl_system, raw
+            if not stream:
+                raise ConfigError(p + "changelog", f"{raw!r} is not system.stream")
+            if system not in systems:
+                raise ConfigError(
+                    p + "changelog", f"names system {system!r}, which has no systems.{system}.samza.factory"
+                )
+            changelog = SystemStream(system, stream)
+        out[name] = StoreSettings(
+            name,
+            factory,
+            changelog,
+            key_serde,
+            msg_serde,
+            config.get_int(p + "lmdb.map.size", 64 << 20),
+            config.get_bool(p + "lmdb.sync", True),
+        )
+    return out
 
 
 def _system(config: Config, s: str) -> SystemSettings:

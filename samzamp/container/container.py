@@ -12,7 +12,7 @@ import asyncio
 import json
 import logging
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from samzamp.api.context import TaskContext
 from samzamp.api.envelope import SystemStream, SystemStreamPartition
@@ -32,6 +32,8 @@ from samzamp.dispatch.adapters import CoroutineAdapter, adapt_task
 from samzamp.dispatch.process.pool import WorkerPool, assign_tasks
 from samzamp.metrics.registry import MetricsRegistry
 from samzamp.serde.streams import StreamSerdes
+from samzamp.storage.changelog_names import changelog_partitions
+from samzamp.storage.manager import TaskStorage
 from samzamp.systems.base import OLDEST, StartOffset, SystemAdmin, SystemConsumer, SystemProducer
 from samzamp.systems.inmemory.system import (
     InMemoryStreams,
@@ -39,6 +41,9 @@ from samzamp.systems.inmemory.system import (
     InMemorySystemConsumer,
     InMemorySystemProducer,
 )
+
+if TYPE_CHECKING:
+    from samzamp.systems.kafka.changelog import ChangelogProducer
 
 __all__ = ["SamzaContainer"]
 
@@ -59,6 +64,9 @@ class SamzaContainer:
         self.tasks: list[TaskInstance] = []
         self.remote_tasks: list[RemoteTaskInstance] = []
         self.pool: WorkerPool | None = None
+        self.changelog_producer: ChangelogProducer | None = None
+        self._markers: dict[str, dict[str, str]] = {}
+        self._changelog_partitions: dict[str, int] = {}
         self.run_loop: RunLoop | None = None
         self._bootstrap: dict[str, str] = {}
         self._serdes_of = StreamSerdes(settings)
@@ -190,6 +198,9 @@ class SamzaContainer:
                 ssps.extend(SystemStreamPartition(ss.system, ss.stream, p) for p in range(n))
             model = group(st.grouper, ssps)
             last = await asyncio.to_thread(checkpoints.read_last_checkpoints)
+            self._markers = {name: dict(cp.state_markers) for name, cp in last.items()}
+            self._changelog_partitions = changelog_partitions(model)
+            await asyncio.to_thread(self._create_changelogs, len(model))
             checkpointed: dict[SystemStreamPartition, int] = {}
             for name, task_ssps in model.items():
                 if name in last:
@@ -244,7 +255,8 @@ class SamzaContainer:
                     on_abort=run_loop.abort,
                     on_requests=run_loop.on_requests,
                 )
-                ti.init(TaskContext(name, task_ssps, st.config))
+                stores = await self._open_stores(name, ti)
+                ti.init(TaskContext(name, task_ssps, st.config, stores))
                 self.tasks.append(ti)
                 run_loop.add_task(ti)
             self._register_lag_gauges(system_consumers)
@@ -264,12 +276,56 @@ class SamzaContainer:
                         ti.runnable.cancel_all()
             for ti in self.tasks:
                 ti.close()
+                if ti.storage is not None:
+                    ti.storage.close()
             if self.pool is not None:
                 await self.pool.stop()  # closes every task in its worker
         finally:
             if self.pool is not None:
                 self.pool.kill()
             await asyncio.to_thread(self._stop_systems)
+
+    # -- stores ---------------------------------------------------------------------------------
+    def _create_changelogs(self, tasks: int) -> None:
+        """Each changelog topic: compacted, one partition per task (created when missing)."""
+        for st in self.settings.stores.values():
+            if st.changelog is None:
+                continue
+            admin = self.admins[st.changelog.system]
+            if st.changelog.stream in admin.partition_counts([st.changelog.stream]):
+                continue
+            prefix = f"stores.{st.name}.changelog.kafka."
+            configs = {"cleanup.policy": "compact"}
+            configs.update({k[len(prefix) :]: str(v) for k, v in self.settings.config.items() if k.startswith(prefix)})
+            rf = self.settings.systems[st.changelog.system].replication_factor
+            admin.create_stream(st.changelog.stream, tasks, rf, configs)
+
+    def _changelog(self) -> ChangelogProducer | None:
+        """This process's changelog producer (made on first use: only jobs with changelogs need one)."""
+        logged = [s for s in self.settings.stores.values() if s.changelog is not None]
+        if not logged:
+            return None
+        if self.changelog_producer is None:
+            from samzamp.systems.kafka.changelog import ChangelogProducer
+
+            system = logged[0].changelog.system  # type: ignore[union-attr]
+            self.changelog_producer = ChangelogProducer(self._bootstrap[system], self.settings.systems[system].producer)
+        return self.changelog_producer
+
+    async def _open_stores(self, name: str, ti: TaskInstance) -> dict[str, Any]:
+        """Open and restore the task's stores before its init (the task sees no message before)."""
+        if not self.settings.stores:
+            return {}
+        producer = self._changelog()
+        storage = TaskStorage(name, self.settings, self._changelog_partitions[name], self._bootstrap, producer)
+        ti.storage = storage
+        if producer is not None:
+            ti.collector.producers_used.add(producer)  # type: ignore[arg-type]  # flushed in commit step 3
+        reports = await asyncio.to_thread(storage.open, self._markers.get(name, {}))
+        for r in reports:
+            self.metrics.gauge(f"TaskName-{name}", f"{r.store}-restored-records").set(r.replayed)
+            self.metrics.gauge(f"TaskName-{name}", f"{r.store}-reverted-records").set(r.reverted)
+        return dict(storage.stores)
 
     def _on_pool_failure(self, error: BaseException) -> None:
         if self.run_loop is not None:
@@ -338,7 +394,9 @@ class SamzaContainer:
             log.info("metrics %s", json.dumps(self.metrics.snapshot(), default=str, sort_keys=True))
 
     def _stop_systems(self) -> None:
-        producers = [*self.producers.values()]
+        producers: list[Any] = [*self.producers.values()]
+        if self.changelog_producer is not None:
+            producers.append(self.changelog_producer)
         if self.checkpoint_producer is not None and self.checkpoint_producer not in producers:
             producers.append(self.checkpoint_producer)
         for p in producers:

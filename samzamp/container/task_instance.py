@@ -28,6 +28,7 @@ from samzamp.container.task_state import TaskState
 from samzamp.dispatch.adapters import InlineSyncAdapter, RunnableTask
 from samzamp.dispatch.failures import is_ignored, task_failure
 from samzamp.metrics.registry import Gauge, MetricsRegistry
+from samzamp.storage.manager import TaskStorage
 from samzamp.systems.base import RawMessage
 
 __all__ = ["TaskInstance"]
@@ -68,6 +69,7 @@ class TaskInstance:
         self.last_processed = dict(checkpointed)  # last processed offset per SSP (low watermark)
         self.processing_ssps = set(ssps)  # SSPs not yet at end of stream
         self.drop_producer_errors = drop_producer_errors
+        self.storage: TaskStorage | None = None  # the task's stores, when the job has any
         self._serdes = serdes
         self._decoders = {
             s: (None if k is None else k.from_bytes, None if m is None else m.from_bytes)

@@ -151,3 +151,32 @@ class FailingInitTask(StreamTask, InitableTask):
 
     def process(self, envelope, collector, coordinator) -> None:
         pass
+
+
+class StoreCountTask(StreamTask, InitableTask, _Recorder):
+    """Counts messages per word in the changelogged store "counts": message "m<i>" is word "w<i % 37>".
+    Records ``P <partition> <offset>`` per processed message (after the store write)."""
+
+    def init(self, context) -> None:
+        self._open(context)
+        self.counts = context.get_store("counts")
+
+    def process(self, envelope, collector, coordinator) -> None:
+        word = f"w{int(envelope.message[1:]) % 37}"
+        self.counts.put(word, (self.counts.get(word) or 0) + 1)
+        self.record(f"P {envelope.system_stream_partition.partition} {envelope.offset}")
+
+
+class StoreDeleteTask(StreamTask, InitableTask, _Recorder):
+    """Puts every message "m<i>" under key "k<i>", then deletes the key of every third one."""
+
+    def init(self, context) -> None:
+        self._open(context)
+        self.store = context.get_store("counts")
+
+    def process(self, envelope, collector, coordinator) -> None:
+        i = int(envelope.message[1:])
+        self.store.put(f"k{i}", i)
+        if i % 3 == 0:
+            self.store.delete(f"k{i}")
+        self.record(f"P {envelope.system_stream_partition.partition} {envelope.offset}")

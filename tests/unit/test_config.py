@@ -757,8 +757,57 @@ def test_validate_checks_serdes_of_streams_that_are_not_inputs() -> None:
 
 def test_validate_checks_store_serdes() -> None:
     with pytest.raises(ConfigError) as exc:
-        validate(_with(**{"stores.counts.factory": "lmdb", "stores.counts.msg.serde": "nope"}))
+        validate(
+            _with(
+                **{
+                    "stores.counts.factory": "lmdb",
+                    "stores.counts.key.serde": "string",
+                    "stores.counts.msg.serde": "nope",
+                }
+            )
+        )
     _assert_names_key(exc, "stores.counts.msg.serde")
+
+
+STORE = {"stores.counts.factory": "lmdb", "stores.counts.key.serde": "string", "stores.counts.msg.serde": "long"}
+
+
+@pytest.mark.parametrize(
+    ("extra", "drop", "key"),
+    [
+        ({}, "stores.counts.key.serde", "stores.counts.key.serde"),
+        ({}, "stores.counts.msg.serde", "stores.counts.msg.serde"),
+        ({"stores.counts.factory": "rocksdb"}, None, "stores.counts.factory"),
+        ({"stores.counts.changelog": "nosuch.counts-log"}, None, "stores.counts.changelog"),
+        ({"stores.counts.changelog": "kafka."}, None, "stores.counts.changelog"),
+        ({"stores.counts.lmdb.map.size": 10}, None, "stores.counts.lmdb.map.size"),
+        ({"stores.counts.lmdb.mapsize": 10}, None, "stores.counts.lmdb.mapsize"),  # a typo
+    ],
+)
+def test_store_config_errors_name_the_key(extra: dict[str, Any], drop: str | None, key: str) -> None:
+    values = {**MINIMAL, **STORE, **extra}
+    if drop is not None:
+        del values[drop]
+    with pytest.raises(ConfigError) as exc:
+        validate(Config(values))
+    _assert_names_key(exc, key)
+
+
+def test_store_settings_and_changelog_forms() -> None:
+    settings = validate(Config({**MINIMAL, **STORE, "stores.counts.changelog": "kafka.counts-log"}))
+    st = settings.stores["counts"]
+    assert (st.changelog, st.key_serde, st.msg_serde, st.map_size, st.sync) == (
+        SystemStream("kafka", "counts-log"),
+        "string",
+        "long",
+        64 << 20,
+        True,
+    )
+    bare = validate(
+        Config({**MINIMAL, **STORE, "stores.counts.changelog": "counts-log", "job.changelog.system": "kafka"})
+    )
+    assert bare.stores["counts"].changelog == SystemStream("kafka", "counts-log")
+    assert validate(Config({**MINIMAL, **STORE})).stores["counts"].changelog is None
 
 
 def test_validate_runs_key_checks_before_settings() -> None:

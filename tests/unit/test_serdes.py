@@ -190,7 +190,8 @@ def test_unknown_serde_lists_registered_names_too() -> None:
         ("streams.other.samza.msg.serde", {}),
         ("systems.kafka.samza.msg.serde", {"streams.lines.samza.msg.serde": "string"}),
         ("systems.kafka.default.stream.samza.key.serde", {"streams.lines.samza.key.serde": "string"}),
-        ("stores.counts.key.serde", {"stores.counts.factory": "lmdb"}),
+        ("stores.counts.key.serde", {"stores.counts.factory": "lmdb", "stores.counts.msg.serde": "string"}),
+        ("stores.counts.msg.serde", {"stores.counts.factory": "lmdb", "stores.counts.key.serde": "string"}),
     ],
 )
 def test_validate_reports_an_unknown_serde_naming_the_key(key: str, extra: dict[str, Any]) -> None:

@@ -1,0 +1,53 @@
+"""Where a task's store lives on disk, and the lock that says a live process holds it.
+
+Layout (Samza's): ``<base>/<store name>/<task name with ' ' replaced by '_'>/``, e.g.
+``state/counts/Partition_0/``, with the LMDB files, the ``OFFSET`` file and ``LOCK``.
+``base`` is job.logged.store.base.dir for changelogged stores and job.non-logged.store.base.dir for the
+others (default ``./state`` for both).
+
+``LOCK`` is held with an exclusive ``flock`` by the process that has the store open (a container, one of
+its workers, or an offline job); a second taker fails at once. The kernel drops the lock when the
+process dies, however it dies.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from pathlib import Path
+
+__all__ = ["StoreLockedError", "lock_store_dir", "store_dir", "task_dir_name", "unlock_store_dir"]
+
+LOCK_FILE = "LOCK"
+
+
+class StoreLockedError(RuntimeError):
+    """Another live process holds the store directory."""
+
+
+def task_dir_name(task_name: str) -> str:
+    return task_name.replace(" ", "_")
+
+
+def store_dir(base: Path, store: str, task_name: str) -> Path:
+    return base / store / task_dir_name(task_name)
+
+
+def lock_store_dir(path: Path) -> int:
+    """Take the directory's lock (creating the directory); returns the fd that holds it."""
+    path.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise StoreLockedError(
+            f"store directory {path} is held by a live process (its {LOCK_FILE} file is locked)"
+        ) from None
+    os.ftruncate(fd, 0)
+    os.write(fd, f"{os.getpid()}\n".encode())
+    return fd
+
+
+def unlock_store_dir(fd: int) -> None:
+    os.close(fd)  # closing the only fd releases the flock

@@ -1,0 +1,276 @@
+"""The stores of one task: open and restore them before the task sees a message, commit them, close them.
+
+Restore of a changelogged store, transactional (task.transactional.state.restore.enabled, the default;
+samzamp follows Samza's way, not Quix's offset headers):
+
+1. ``C``: the changelog offset the task's last checkpoint records for the store (-1: none, so the
+   store is empty at the cut).
+2. The local store directory is trusted (host affinity) when its LMDB data and its OFFSET file agree
+   on an offset ``L`` with ``L <= C``, for this changelog partition. Then only the records in
+   ``(L, C]`` are replayed; otherwise the directory is wiped and ``[oldest, C]`` is replayed.
+3. Records after ``C`` were written by a run that crashed before its checkpoint: for every key among
+   them, the restored value (or a tombstone) is written to the changelog again, so the changelog's
+   latest value per key is the committed state and the next full restore cannot resurrect them.
+
+Without transactional restore the whole changelog (or its tail after ``L``) is replayed and nothing
+is reverted, as Samza's non-transactional restore does.
+
+Commit (step 4 of the commit pipeline, after the changelog producer was flushed): each store applies
+its write buffer to LMDB together with the newest acknowledged changelog offset, then writes its
+OFFSET file; the offsets become the checkpoint's state markers.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from samzamp.api.envelope import SystemStream
+from samzamp.api.errors import ConfigError, SystemFailureError
+from samzamp.config.settings import JobSettings, StoreSettings
+from samzamp.serde.registry import SerdeRegistry
+from samzamp.storage.dirs import lock_store_dir, store_dir, unlock_store_dir
+from samzamp.storage.lmdb import LmdbEngine
+from samzamp.storage.offset_file import read_offset_file, write_offset_file
+from samzamp.storage.store import LmdbKeyValueStore
+
+__all__ = ["RestoreReport", "TaskStorage"]
+
+log = logging.getLogger(__name__)
+
+_LMDB_FILES = ("data.mdb", "lock.mdb", "OFFSET")
+
+
+class ChangelogSink(Protocol):
+    """What the stores need of the process's changelog producer (systems.kafka.ChangelogProducer)."""
+
+    def send(self, topic: str, partition: int, key: bytes, value: bytes | None) -> None: ...
+
+    def flush(self, timeout_s: float) -> int: ...
+
+    def take_errors(self) -> list[str]: ...
+
+    def newest(self, topic: str, partition: int) -> int | None: ...
+
+
+@dataclass(frozen=True)
+class RestoreReport:
+    store: str
+    task: str
+    replayed: int  # changelog records applied
+    reverted: int  # keys written again to revert changes no checkpoint covers
+    full: bool  # the local directory was not usable: restored from the oldest record
+    local_offset: int | None  # where the local store was (host affinity), if it was usable
+    offset: int  # where the store is now
+    seconds: float
+
+
+class TaskStorage:
+    """Owns a task's stores in the process that runs the task."""
+
+    def __init__(
+        self,
+        task_name: str,
+        settings: JobSettings,
+        changelog_partition: int,
+        bootstrap: dict[str, str],
+        changelog_producer: ChangelogSink | None,
+    ) -> None:
+        self.task_name = task_name
+        self._settings = settings
+        self._partition = changelog_partition
+        self._bootstrap = bootstrap
+        self._producer = changelog_producer
+        self._serdes = SerdeRegistry(settings.serializers)
+        self.stores: dict[str, LmdbKeyValueStore] = {}
+        self._offsets: dict[str, int] = {}
+        self._locks: list[int] = []
+
+    @property
+    def logged(self) -> bool:
+        return any(s.changelog is not None for s in self._settings.stores.values())
+
+    def _changelog_name(self, cl: SystemStream) -> str:
+        return f"{cl.system}.{cl.stream}.{self._partition}"
+
+    # -- open + restore -----------------------------------------------------------------------------
+    def open(self, markers: dict[str, str]) -> list[RestoreReport]:
+        """Open (and restore) every configured store; ``markers``: the last checkpoint's state markers."""
+        return [self._open_store(st, markers) for _, st in sorted(self._settings.stores.items())]
+
+    def _open_store(self, st: StoreSettings, markers: dict[str, str]) -> RestoreReport:
+        started = time.monotonic()
+        base = Path(self._settings.logged_store_base_dir if st.changelog else self._settings.non_logged_store_base_dir)
+        path = store_dir(base, st.name, self.task_name)
+        self._locks.append(lock_store_dir(path))
+        key_serde = self._serdes.get(st.key_serde, f"stores.{st.name}.key.serde")
+        msg_serde = self._serdes.get(st.msg_serde, f"stores.{st.name}.msg.serde")
+        if st.changelog is None:
+            engine = LmdbEngine(path, st.map_size, st.sync)
+            self.stores[st.name] = LmdbKeyValueStore(st.name, engine, key_serde, msg_serde, None)
+            return RestoreReport(st.name, self.task_name, 0, 0, False, None, -1, 0.0)
+
+        cl = st.changelog
+        if self._settings.systems[cl.system].factory != "kafka":
+            raise ConfigError(
+                f"stores.{st.name}.changelog", f"system {cl.system!r} is not Kafka; changelogs need Kafka"
+            )
+        transactional = self._settings.transactional_restore
+        cut = int(markers.get(st.name, "-1")) if transactional else None
+        cl_name = self._changelog_name(cl)
+        engine = LmdbEngine(path, st.map_size, st.sync)
+        local = engine.changelog_offset()
+        recorded = read_offset_file(path)
+        usable = (
+            local is not None
+            and recorded is not None
+            and recorded.offset == local
+            and recorded.changelog == cl_name
+            and (cut is None or local <= cut)
+        )
+        if not usable:
+            engine.close()
+            for f in _LMDB_FILES:
+                (path / f).unlink(missing_ok=True)
+            engine = LmdbEngine(path, st.map_size, st.sync)
+            local = None
+        start = -2 if local is None else local + 1
+        offset = -1 if local is None else local
+        replayed = 0
+        bootstrap = self._bootstrap[cl.system]
+        from samzamp.systems.kafka.changelog import read_changelog
+
+        if cut is None or (cut >= 0 and start <= cut):
+            progress = _Progress(st.name, self.task_name, None if cut is None or start < 0 else cut - start + 1)
+            batch: list[tuple[bytes, bytes | None]] = []
+            for off, key, value in read_changelog(bootstrap, cl.stream, self._partition, start, cut):
+                batch.append((key, value))
+                offset = off
+                replayed += 1
+                if len(batch) >= 10_000:
+                    engine.apply(batch, None)  # dirty until the restore is complete
+                    batch.clear()
+                    progress.update(replayed)
+            if cut is not None:
+                offset = cut
+            engine.apply(batch, offset)
+            progress.done(replayed)
+        else:
+            engine.apply([], offset)
+        reverted = self._revert_uncommitted(engine, cl, cut) if cut is not None else 0
+        engine.sync()
+        write_offset_file(path, cl_name, offset)
+        self._offsets[st.name] = offset
+        self.stores[st.name] = LmdbKeyValueStore(st.name, engine, key_serde, msg_serde, self._sender(cl))
+        report = RestoreReport(
+            st.name, self.task_name, replayed, reverted, local is None, local, offset, time.monotonic() - started
+        )
+        rate = replayed / report.seconds if report.seconds > 0 else 0.0
+        log.info(
+            "store %r of task %r: %s; replayed %d changelog records in %.2f s (%.0f records/s) to offset %d; "
+            "reverted %d uncommitted writes",
+            st.name,
+            self.task_name,
+            "full restore" if local is None else f"local store at offset {local} (host affinity)",
+            replayed,
+            report.seconds,
+            rate,
+            offset,
+            reverted,
+        )
+        return report
+
+    def _revert_uncommitted(self, engine: LmdbEngine, cl: SystemStream, cut: int) -> int:
+        from samzamp.systems.kafka.changelog import read_changelog
+
+        keys = {
+            key for _, key, _ in read_changelog(self._bootstrap[cl.system], cl.stream, self._partition, cut + 1, None)
+        }
+        if not keys:
+            return 0
+        send = self._sender(cl)
+        for key in sorted(keys):
+            send(key, engine.get(key))
+        producer = self._producer
+        assert producer is not None
+        if producer.flush(60) != 0 or producer.take_errors():
+            raise SystemFailureError(
+                f"task {self.task_name!r}: could not revert uncommitted writes in changelog {cl.system}.{cl.stream}"
+            )
+        return len(keys)
+
+    def _sender(self, cl: SystemStream) -> Callable[[bytes, bytes | None], None]:
+        producer = self._producer
+        if producer is None:
+            raise SystemFailureError("a changelogged store needs a changelog producer")
+        topic, partition = cl.stream, self._partition
+        send = producer.send
+
+        def to_changelog(key: bytes, value: bytes | None) -> None:
+            send(topic, partition, key, value)
+
+        return to_changelog
+
+    # -- commit + close ---------------------------------------------------------------------------
+    def commit(self) -> dict[str, str]:
+        """Commit step 4 (the changelog producer is flushed): apply every store's writes at the newest
+        acknowledged changelog offset, write the OFFSET files; returns the checkpoint's state markers."""
+        markers: dict[str, str] = {}
+        for name, store in self.stores.items():
+            st = self._settings.stores[name]
+            if st.changelog is None:
+                store.commit(-1)
+                continue
+            assert self._producer is not None
+            newest = self._producer.newest(st.changelog.stream, self._partition)
+            offset = max(self._offsets[name], -1 if newest is None else newest)
+            store.commit(offset)
+            write_offset_file(store.engine.path, self._changelog_name(st.changelog), offset)
+            self._offsets[name] = offset
+            markers[name] = str(offset)
+        return markers
+
+    def close(self) -> None:
+        for store in self.stores.values():
+            store.close()
+        self.stores.clear()
+        for fd in self._locks:
+            unlock_store_dir(fd)
+        self._locks.clear()
+
+
+class _Progress:
+    """Restore progress: a log line every few seconds; a bar on stderr when it is a terminal."""
+
+    def __init__(self, store: str, task: str, total: int | None) -> None:
+        self._label = f"{store}/{task}"
+        self._total = total
+        self._started = time.monotonic()
+        self._next_log = self._started + 5
+        self._tty = sys.stderr.isatty() and os.environ.get("CI") != "true"
+
+    def update(self, n: int) -> None:
+        now = time.monotonic()
+        rate = n / max(now - self._started, 1e-9)
+        if self._tty:
+            if self._total:
+                done = min(1.0, n / self._total)
+                bar = "#" * int(done * 30)
+                sys.stderr.write(f"\rrestoring {self._label} [{bar:<30}] {done:4.0%} {n} records {rate:,.0f}/s")
+            else:
+                sys.stderr.write(f"\rrestoring {self._label}: {n} records {rate:,.0f}/s")
+            sys.stderr.flush()
+        if now >= self._next_log:
+            self._next_log = now + 5
+            log.info("restoring %s: %d records so far (%.0f records/s)", self._label, n, rate)
+
+    def done(self, n: int) -> None:
+        if self._tty and n:
+            self.update(n)
+            sys.stderr.write("\n")

@@ -1,0 +1,122 @@
+"""Kafka I/O of store changelogs: a producer that knows the newest acknowledged offset per partition,
+and a reader of one partition between two offsets (restore) or from an offset to its end (trim).
+
+Ends are found by reading to the partition-EOF event, never with ListOffsets (Tansu answers it low).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
+
+from samzamp.api.errors import SystemFailureError
+from samzamp.systems.kafka.codes import PARTITION_EOF
+
+__all__ = ["ChangelogProducer", "read_changelog"]
+
+
+class ChangelogProducer:
+    """Sends store changes; ``newest(topic, partition)`` is the highest acknowledged offset there.
+
+    Every changelog record gets a delivery report (that is how the offsets are learned); reports
+    are served by a background thread and by ``flush``.
+    """
+
+    def __init__(self, bootstrap: str, user_config: dict[str, Any]) -> None:
+        conf: dict[str, Any] = {
+            "bootstrap.servers": bootstrap,
+            "linger.ms": 5,
+            "enable.idempotence": False,
+            "acks": "all",
+            "queue.buffering.max.messages": 200000,
+        }
+        conf.update({k: v for k, v in user_config.items() if k != "bootstrap.servers"})
+        conf["on_delivery"] = self._on_delivery
+        conf["delivery.report.only.error"] = False
+        self._producer = Producer(conf)
+        self._produce = self._producer.produce
+        self._newest: dict[tuple[str, int], int] = {}
+        self._errors: list[str] = []
+        self._stopping = False
+        self._thread = threading.Thread(target=self._serve, name="samzamp-changelog", daemon=True)
+        self._thread.start()
+
+    def _on_delivery(self, err: KafkaError | None, msg: Any) -> None:
+        if err is not None:
+            self._errors.append(f"{msg.topic()}[{msg.partition()}]: {err.str()}")
+            return
+        key = (msg.topic(), msg.partition())
+        offset = msg.offset()
+        if offset > self._newest.get(key, -1):
+            self._newest[key] = offset
+
+    def _serve(self) -> None:
+        while not self._stopping:
+            self._producer.poll(0.1)
+
+    def send(self, topic: str, partition: int, key: bytes, value: bytes | None) -> None:
+        while True:
+            try:
+                self._produce(topic, value, key, partition)
+                return
+            except BufferError:
+                self._producer.poll(0.01)
+
+    def flush(self, timeout_s: float) -> int:
+        return int(self._producer.flush(timeout_s))
+
+    def take_errors(self) -> list[str]:
+        errors, self._errors = self._errors, []
+        return errors
+
+    def newest(self, topic: str, partition: int) -> int | None:
+        return self._newest.get((topic, partition))
+
+    def stop(self) -> None:
+        self._producer.flush(10)
+        self._stopping = True
+        self._thread.join(timeout=2)
+
+
+def read_changelog(
+    bootstrap: str, topic: str, partition: int, start: int, last: int | None
+) -> Iterator[tuple[int, bytes, bytes | None]]:
+    """(offset, key, value) of ``topic[partition]`` from ``start`` (-2: the oldest) through ``last``
+    inclusive, or to the partition's end when ``last`` is None."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "samzamp-changelog-restore",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "fetch.wait.max.ms": 10,
+            "fetch.queue.backoff.ms": 10,
+        }
+    )
+    try:
+        consumer.assign([TopicPartition(topic, partition, OFFSET_BEGINNING if start < 0 else start)])
+        while True:
+            # consume(n, t) waits for n messages or t: take what is there, else wait for the next one.
+            batch = consumer.consume(5000, 0) or consumer.consume(1, 0.5)
+            for m in batch:
+                err = m.error()
+                if err is not None:
+                    if err.code() == PARTITION_EOF:
+                        if last is not None and (m.offset() or 0) <= last:
+                            raise SystemFailureError(
+                                f"changelog {topic}[{partition}] ends at {m.offset()}, before offset {last} "
+                                "that the checkpoint records; the changelog lost data (retention?)"
+                            )
+                        return
+                    raise SystemFailureError(f"reading changelog {topic}[{partition}]: {err.str()}")
+                offset = m.offset() or 0
+                if last is not None and offset > last:
+                    return
+                yield offset, m.key() or b"", m.value()
+                if last is not None and offset >= last:
+                    return
+    finally:
+        consumer.close()
