@@ -1,0 +1,112 @@
+"""``samzamp-compact-changelog``: compact a store's changelog into a Parquet snapshot, with Spark.
+
+Usage::
+
+    samzamp-compact-changelog job.toml --store NAME --output DIR [--to-topic TOPIC] [--overwrite]
+                              [--master local[*]] [--set key=value]...
+
+Reads every partition of ``stores.NAME.changelog`` (one Spark task per partition, oldest record to
+the partition's end), keeps the latest value of each key and drops deleted keys, and writes a
+Parquet snapshot to DIR: columns ``partition`` (int), ``key`` (binary), ``value`` (binary),
+``offset`` (bigint), plus ``_samzamp_snapshot.json`` (the topic and each partition's end offset),
+which ``samzamp-restore-stores --snapshot DIR`` needs. DIR must not exist or be empty, unless
+``--overwrite``. ``--to-topic TOPIC`` also writes the live records to a new topic (created with
+cleanup.policy=compact, same partition count, each record in its source partition).
+
+The job's Kafka systems need ``systems.<s>.bootstrap.servers`` (the embedded broker is memory-only,
+so an offline job never starts one). ``--master`` is any Spark master (default ``local[*]``); a
+cluster's executors need samzamp installed and must reach the brokers.
+
+Prints one line on stdout, ``key=value`` words::
+
+    compacted store=counts changelog=kafka.counts-changelog partitions=4 records_read=120 keys_kept=30
+    tombstones_dropped=5 superseded=85 [to_topic=T records_written=30]
+
+Exit codes:
+    0    done; the counts line is printed
+    1    failed (Kafka unreachable, a read or write failed, Spark failed)
+    2    bad config or arguments (one line names the key or option)
+    (3   is never returned here; the restore tool uses it for a store held by a live process)
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from pathlib import Path
+
+from samzamp.api.errors import ConfigError, SamzampError
+from samzamp.config import load_config, parse_overrides
+
+__all__ = ["main"]
+
+PROG = "samzamp-compact-changelog"
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_CONFIG = 2
+
+log = logging.getLogger("samzamp")
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=PROG, description="Compact a store's changelog into a Parquet snapshot (Spark).")
+    p.add_argument("config", help="the job's TOML config")
+    p.add_argument("--store", required=True, help="the store whose changelog to compact (stores.NAME.changelog)")
+    p.add_argument("--output", required=True, type=Path, help="directory for the Parquet snapshot")
+    p.add_argument("--to-topic", help="also write the live records to this new, compacted topic")
+    p.add_argument("--overwrite", action="store_true", help="replace what --output holds")
+    p.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
+    p.add_argument(
+        "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help="override a config key"
+    )
+    p.add_argument("--log-level", default=os.environ.get("SAMZAMP_LOG_LEVEL", "WARNING"))
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
+    )
+    from samzamp.offline.compaction import check_output, check_to_topic, compact_changelog
+    from samzamp.offline.job import OfflineError, resolve_store, spark_session
+
+    try:
+        job = resolve_store(load_config(args.config, parse_overrides(args.overrides)), args.store)
+        if job.changelog_partitions is None:
+            raise OfflineError(
+                f"changelog {job.source.system}.{job.source.topic} of store {job.store!r} does not exist"
+            )
+        check_output(args.output, args.overwrite)
+        if args.to_topic is not None:
+            check_to_topic(job, args.to_topic)
+    except ConfigError as e:
+        print(f"{PROG}: {e}", file=sys.stderr)
+        return EXIT_CONFIG
+    except SamzampError as e:
+        print(f"{PROG}: failed: {e}", file=sys.stderr)
+        return EXIT_FAILED
+
+    spark = spark_session(args.master, f"{PROG} {job.store}")
+    try:
+        result = compact_changelog(spark, job, args.output, args.to_topic, args.overwrite)
+    except ConfigError as e:
+        print(f"{PROG}: {e}", file=sys.stderr)
+        return EXIT_CONFIG
+    except SamzampError as e:
+        print(f"{PROG}: failed: {e}", file=sys.stderr)
+        return EXIT_FAILED
+    except Exception as e:
+        log.exception("compaction failed")
+        print(f"{PROG}: failed: {type(e).__name__}", file=sys.stderr)
+        return EXIT_FAILED
+    finally:
+        spark.stop()
+    print(result.summary_line(), flush=True)
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

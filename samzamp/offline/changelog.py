@@ -1,0 +1,157 @@
+"""Reading and writing one changelog partition with confluent-kafka, from inside a Spark task.
+
+The Kafka source for Spark is not available offline, so each Spark task opens its own plain
+consumer (assign, never a group) on the one partition it owns. ``ChangelogSource`` is what crosses
+from the driver to the tasks: plain, picklable values, never a live client.
+
+The end of a partition is found by reading until librdkafka's PARTITION_EOF event, never with
+ListOffsets: the embedded Tansu broker answers ListOffsets(latest) too low (the base offset of the
+last batch + 1), while the EOF event carries the true high watermark, on Tansu and on Kafka alike.
+
+(confluent-kafka otherwise lives only in ``samzamp.systems.kafka``; this module reuses its consumer
+defaults and its EOF code, and adds the two things an offline job needs that a container does not:
+a bounded read up to a cut, and a write to a fixed partition with every delivery confirmed.)
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
+
+from samzamp.api.errors import SamzampError
+from samzamp.systems.kafka.codes import PARTITION_EOF
+from samzamp.systems.kafka.consumer import consumer_config
+
+__all__ = ["ChangelogError", "ChangelogSource", "PartitionReader", "write_partition"]
+
+# A read that sees neither a record nor the end for this long has lost its broker.
+_IDLE_TIMEOUT_S = 60.0
+_BATCH = 5000
+
+
+class ChangelogError(SamzampError):
+    """A changelog partition could not be read or written, or holds less than a checkpoint says."""
+
+
+@dataclass(frozen=True)
+class ChangelogSource:
+    """One changelog topic: where it is and how to reach it (picklable, shipped to Spark tasks)."""
+
+    system: str
+    topic: str
+    bootstrap: str
+    consumer: dict[str, Any] = field(default_factory=dict)  # systems.<s>.consumer.* (librdkafka passthrough)
+    producer: dict[str, Any] = field(default_factory=dict)  # systems.<s>.producer.*
+
+    def ssp_name(self, partition: int) -> str:
+        """``<system>.<stream>.<partition>``, as the OFFSET file names the changelog."""
+        return f"{self.system}.{self.topic}.{partition}"
+
+
+class PartitionReader:
+    """The records of one partition in offset order: ``(offset, key, value or None for a tombstone)``.
+
+    ``start`` None reads from the oldest record, an int from that offset. ``upto`` None reads to the
+    partition's end (the first PARTITION_EOF); an int stops after the last record with offset <= upto,
+    and raises ChangelogError if the partition ends before ``upto`` (a checkpoint that covers records
+    the topic no longer has: recreated or truncated). After iterating, ``end`` is the partition's end
+    offset if the read reached it (None if it stopped at ``upto`` first).
+
+    Used by one thread; iterate once.
+    """
+
+    def __init__(self, source: ChangelogSource, partition: int, start: int | None = None, upto: int | None = None):
+        self.source = source
+        self.partition = partition
+        self.start = start
+        self.upto = upto
+        self.end: int | None = None
+
+    def _where(self) -> str:
+        return f"changelog {self.source.system}.{self.source.topic} partition {self.partition}"
+
+    def __iter__(self) -> Iterator[tuple[int, bytes, bytes | None]]:
+        conf = consumer_config(self.source.bootstrap, "samzamp-offline", self.source.consumer)
+        conf["enable.partition.eof"] = True
+        # An explicit start offset out of range is an error, not a silent jump to the oldest record.
+        conf["auto.offset.reset"] = "earliest" if self.start is None else "error"
+        consumer = Consumer(conf)
+        try:
+            first = OFFSET_BEGINNING if self.start is None else self.start
+            consumer.assign([TopicPartition(self.source.topic, self.partition, first)])
+            yield from self._records(consumer)
+        finally:
+            consumer.close()
+
+    def _records(self, consumer: Consumer) -> Iterator[tuple[int, bytes, bytes | None]]:
+        upto = self.upto
+        last = -1 if self.start is None else self.start - 1
+        idle_since = time.monotonic()
+        while True:
+            # consume(n, t) waits for n messages or t: take what is there, else wait for the next one.
+            msgs = consumer.consume(_BATCH, 0) or consumer.consume(1, 0.5)
+            if msgs:
+                idle_since = time.monotonic()
+            elif time.monotonic() - idle_since > _IDLE_TIMEOUT_S:
+                raise ChangelogError(f"{self._where()}: no record and no end of partition for {_IDLE_TIMEOUT_S:.0f} s")
+            for m in msgs:
+                err = m.error()
+                if err is not None:
+                    if err.code() == PARTITION_EOF:
+                        self.end = max(int(m.offset() or 0), last + 1)
+                        if upto is not None and self.end <= upto:
+                            raise ChangelogError(
+                                f"{self._where()} ends at offset {self.end}, but a checkpoint covers it up to "
+                                f"offset {upto}: the topic lost records a checkpoint relies on (recreated or "
+                                "truncated?); restore from an older state or reset the job's checkpoints"
+                            )
+                        return
+                    raise ChangelogError(f"{self._where()}: {err.str()}")
+                offset = int(m.offset() or 0)
+                if upto is not None and offset > upto:
+                    return
+                key = m.key()
+                if key is None:
+                    raise ChangelogError(
+                        f"{self._where()}: record at offset {offset} has no key; a changelog record always has one "
+                        "(is this topic really a store's changelog?)"
+                    )
+                last = offset
+                yield offset, key, m.value()
+                if upto is not None and offset == upto:
+                    return
+
+
+def write_partition(source: ChangelogSource, topic: str, partition: int, records: Iterator[tuple[bytes, bytes]]) -> int:
+    """Produce ``records`` (key, value) to ``topic[partition]`` in order; wait until every one is
+    acknowledged. Returns how many were written; raises ChangelogError naming the first failure."""
+    conf: dict[str, Any] = {"linger.ms": 5, "acks": "all"}
+    conf.update({k: v for k, v in source.producer.items() if k != "bootstrap.servers"})
+    conf["bootstrap.servers"] = source.bootstrap
+    producer = Producer(conf)
+    errors: list[str] = []
+
+    def on_delivery(err: KafkaError | None, _msg: Any) -> None:
+        if err is not None:
+            errors.append(err.str())
+
+    n = 0
+    for key, value in records:
+        while True:
+            try:
+                producer.produce(topic, value, key, partition=partition, on_delivery=on_delivery)
+                break
+            except BufferError:  # the local queue is full: let deliveries drain it
+                producer.poll(0.1)
+        n += 1
+        if n % 1000 == 0:
+            producer.poll(0)
+    if producer.flush(60) != 0:
+        errors.append("not every record was acknowledged within 60 s")
+    if errors:
+        raise ChangelogError(f"writing {topic} partition {partition}: {errors[0]}")
+    return n

@@ -1,0 +1,212 @@
+"""What an offline job needs to know about one store of a job, read from the job's config and Kafka.
+
+``resolve_store`` turns (config, store name) into a ``StoreJob``: the changelog topic and how to
+reach it, the job's tasks with their changelog partitions (Samza's rule: the task names sorted,
+the n-th gets partition n) and their store directories. ``read_cuts`` reads each task's restore
+cut from the checkpoint topic. ``spark_session`` starts Spark the way samzamp's offline jobs run it.
+
+Nothing here starts the embedded broker: it is memory-only, so a fresh one never holds a changelog.
+The config is checked (unknown keys, types) but the task class is not imported: an offline job
+does not run the job's code.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from samzamp.api.envelope import SystemStreamPartition
+from samzamp.api.errors import ConfigError, SamzampError
+from samzamp.commit.topic_checkpoint import TopicCheckpointManager
+from samzamp.config.config import Config
+from samzamp.config.schema import check_keys
+from samzamp.config.settings import JobSettings
+from samzamp.coordinator.grouper import group
+from samzamp.offline.changelog import ChangelogSource
+from samzamp.storage.changelog_names import changelog_partitions
+from samzamp.storage.dirs import store_dir
+from samzamp.systems.kafka import KafkaSystemAdmin
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+__all__ = ["OfflineError", "StoreJob", "TaskStore", "read_cuts", "resolve_store", "spark_session"]
+
+
+class OfflineError(SamzampError):
+    """An offline job cannot go on: the message names the store, task or partition and why."""
+
+
+@dataclass(frozen=True)
+class TaskStore:
+    """One task's share of a store: its changelog partition and its store directory."""
+
+    task_name: str
+    partition: int
+    store_dir: Path
+
+
+@dataclass(frozen=True)
+class StoreJob:
+    """One changelogged store of a job, resolved against the broker."""
+
+    settings: JobSettings
+    store: str
+    source: ChangelogSource
+    tasks: tuple[TaskStore, ...]  # ordered by changelog partition
+    changelog_partitions: int | None  # partitions of the changelog topic; None: it does not exist
+
+    def admin(self) -> KafkaSystemAdmin:
+        """An admin client on the changelog's system."""
+        return KafkaSystemAdmin(self.source.system, self.source.bootstrap)
+
+
+def _bootstrap(settings: JobSettings, system: str, why: str) -> str:
+    s = settings.systems[system]
+    servers = s.bootstrap_servers or s.consumer.get("bootstrap.servers") or s.producer.get("bootstrap.servers")
+    if not servers:
+        raise ConfigError(
+            f"systems.{system}.bootstrap.servers",
+            f"is required to {why}: an offline job never starts the embedded broker (it is memory-only, so a "
+            "fresh one holds no changelog); name the brokers the job wrote to",
+        )
+    return str(servers)
+
+
+def resolve_store(config: Config, store: str) -> StoreJob:
+    """Check the config and find the store's changelog, the job's tasks and their directories.
+
+    Raises ConfigError (bad config) or SamzampError (Kafka unreachable, an input missing).
+    """
+    check_keys(config)
+    settings = JobSettings.from_config(config)
+    st = settings.stores.get(store)
+    if st is None:
+        known = ", ".join(sorted(settings.stores)) or "none"
+        raise ConfigError(
+            f"stores.{store}", f"store {store!r} is not configured (stores.{store}.factory); stores: {known}"
+        )
+    if st.changelog is None:
+        raise ConfigError(f"stores.{store}.changelog", f"is not set: store {store!r} has no changelog to read")
+    system, topic = st.changelog.system, st.changelog.stream
+    if settings.systems[system].factory != "kafka":
+        raise ConfigError(
+            f"stores.{store}.changelog", f"system {system!r} is not a kafka system; offline jobs read Kafka changelogs"
+        )
+    sys_settings = settings.systems[system]
+    source = ChangelogSource(
+        system=system,
+        topic=topic,
+        bootstrap=_bootstrap(settings, system, f"read the changelog of store {store!r}"),
+        consumer=dict(sys_settings.consumer),
+        producer=dict(sys_settings.producer),
+    )
+
+    # The tasks, as the container groups them: partitions of every input, through the job's grouper.
+    ssps: list[SystemStreamPartition] = []
+    for ss in settings.task.inputs:
+        if settings.systems[ss.system].factory != "kafka":
+            raise ConfigError("task.inputs", f"{ss} is not on a kafka system; offline jobs need the job's real inputs")
+        counts = KafkaSystemAdmin(ss.system, _bootstrap(settings, ss.system, "find the job's tasks")).partition_counts(
+            [ss.stream]
+        )
+        if ss.stream not in counts:
+            raise OfflineError(f"input stream {ss} does not exist, so the job's tasks cannot be known")
+        ssps.extend(SystemStreamPartition(ss.system, ss.stream, p) for p in range(counts[ss.stream]))
+    task_names = group(settings.grouper, ssps)
+    base = Path(settings.logged_store_base_dir)
+    tasks = tuple(
+        sorted(
+            (TaskStore(name, p, store_dir(base, store, name)) for name, p in changelog_partitions(task_names).items()),
+            key=lambda t: t.partition,
+        )
+    )
+    counts = KafkaSystemAdmin(system, source.bootstrap).partition_counts([topic])
+    n = counts.get(topic)
+    if n is not None and n < len(tasks):
+        raise OfflineError(
+            f"changelog {system}.{topic} of store {store!r} has {n} partitions, but the job has {len(tasks)} tasks "
+            "(one changelog partition per task); is this the right changelog?"
+        )
+    return StoreJob(settings, store, source, tasks, n)
+
+
+class _NoProducer:
+    """The checkpoint manager's producer for a job that only reads checkpoints: it never writes one."""
+
+    def send(
+        self, stream: str, key: bytes | None, value: bytes | None, partition: int | None, partition_key: bytes | None
+    ) -> None:
+        raise OfflineError("offline jobs never write checkpoints")
+
+    def flush(self, timeout_s: float) -> int:
+        return 0
+
+    def take_errors(self) -> list[str]:
+        return []
+
+    def stop(self) -> None:
+        pass
+
+
+def read_cuts(job: StoreJob) -> dict[str, int]:
+    """Each task's restore cut: the changelog offset its last checkpoint covers for the store (-1: none)."""
+    s = job.settings
+    if s.systems[s.checkpoint_system].factory != "kafka":
+        raise ConfigError("task.checkpoint.system", f"{s.checkpoint_system!r} is not a kafka system")
+    bootstrap = _bootstrap(s, s.checkpoint_system, "read the job's checkpoints")
+    admin = KafkaSystemAdmin(s.checkpoint_system, bootstrap)
+    cuts = {t.task_name: -1 for t in job.tasks}
+    if s.checkpoint_topic not in admin.partition_counts([s.checkpoint_topic]):
+        return cuts
+    manager = TopicCheckpointManager(
+        admin, _NoProducer(), s.checkpoint_topic, s.grouper, validate_grouper=s.checkpoint_validation
+    )
+    checkpoints = manager.read_last_checkpoints()
+    for task, checkpoint in checkpoints.items():
+        if task not in cuts:
+            continue  # a task the job no longer has
+        marker = checkpoint.state_markers.get(job.store)
+        if marker is None:
+            continue
+        try:
+            cuts[task] = int(marker)
+        except ValueError:
+            raise OfflineError(
+                f"checkpoint {checkpoint.checkpoint_id} of task {task!r} has state marker {marker!r} for store "
+                f"{job.store!r}; expected a changelog offset"
+            ) from None
+        if cuts[task] < -1:
+            raise OfflineError(f"checkpoint of task {task!r} has a negative state marker {marker!r} for {job.store!r}")
+    return cuts
+
+
+def _java_home() -> None:
+    if os.environ.get("JAVA_HOME"):
+        return
+    java = shutil.which("java")
+    if java is not None:
+        os.environ["JAVA_HOME"] = str(Path(os.path.realpath(java)).parent.parent)
+
+
+def spark_session(master: str, app_name: str) -> SparkSession:
+    """A Spark session for an offline job. Local masters stay on the loopback interface (no UI, driver
+    on 127.0.0.1) and run the tasks with this Python, so they see the same samzamp."""
+    from pyspark.sql import SparkSession
+
+    _java_home()
+    builder = SparkSession.builder.master(master).appName(app_name)
+    builder = builder.config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+    builder = builder.config("spark.sql.shuffle.partitions", "4")
+    if master.startswith("local"):
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        builder = builder.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
+        builder = builder.config("spark.pyspark.python", sys.executable)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
