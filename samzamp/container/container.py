@@ -29,6 +29,7 @@ from samzamp.container.run_loop import RunLoop
 from samzamp.container.task_instance import TaskInstance
 from samzamp.coordinator.grouper import group
 from samzamp.dispatch.adapters import CoroutineAdapter, adapt_task
+from samzamp.dispatch.process.frames import TaskSpec
 from samzamp.dispatch.process.pool import WorkerPool, assign_tasks
 from samzamp.metrics.registry import MetricsRegistry
 from samzamp.serde.streams import StreamSerdes
@@ -366,7 +367,19 @@ class SamzaContainer:
         config = dict(st.config)
         for system, servers in self._bootstrap.items():
             config[f"systems.{system}.bootstrap.servers"] = servers
-        await pool.start(config, [(t.name, t.ssps, t.worker) for t in self.remote_tasks])
+        specs = [
+            (
+                t.worker,
+                TaskSpec(
+                    t.name,
+                    [(s.system, s.stream, s.partition, s.key_bucket) for s in sorted(t.ssps)],
+                    self._changelog_partitions[t.name],
+                    self._markers.get(t.name, {}),
+                ),
+            )
+            for t in self.remote_tasks
+        ]
+        await pool.start(config, specs)
 
     def _register_lag_gauges(self, consumers: SystemConsumers) -> None:
         tasks: list[TaskInstance | RemoteTaskInstance] = [*self.tasks, *self.remote_tasks]

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import time
 from pathlib import Path
 
 __all__ = ["StoreLockedError", "lock_store_dir", "store_dir", "task_dir_name", "unlock_store_dir"]
@@ -33,17 +34,26 @@ def store_dir(base: Path, store: str, task_name: str) -> Path:
     return base / store / task_dir_name(task_name)
 
 
-def lock_store_dir(path: Path) -> int:
-    """Take the directory's lock (creating the directory); returns the fd that holds it."""
+def lock_store_dir(path: Path, wait_s: float = 0.0) -> int:
+    """Take the directory's lock (creating the directory); returns the fd that holds it.
+
+    ``wait_s``: how long to keep trying (a container restarted right after a kill waits for the old
+    one's workers, which the kernel is still killing); 0 fails at once (offline tools).
+    """
     path.mkdir(parents=True, exist_ok=True)
     fd = os.open(path / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        raise StoreLockedError(
-            f"store directory {path} is held by a live process (its {LOCK_FILE} file is locked)"
-        ) from None
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                os.close(fd)
+                raise StoreLockedError(
+                    f"store directory {path} is held by a live process (its {LOCK_FILE} file is locked)"
+                ) from None
+            time.sleep(0.05)
     os.ftruncate(fd, 0)
     os.write(fd, f"{os.getpid()}\n".encode())
     return fd

@@ -45,6 +45,8 @@ __all__ = ["RestoreReport", "TaskStorage"]
 log = logging.getLogger(__name__)
 
 _LMDB_FILES = ("data.mdb", "lock.mdb", "OFFSET")
+# A container restarted right after a kill may find its predecessor's workers still dying.
+LOCK_WAIT_S = 10.0
 
 
 class ChangelogSink(Protocol):
@@ -108,7 +110,7 @@ class TaskStorage:
         started = time.monotonic()
         base = Path(self._settings.logged_store_base_dir if st.changelog else self._settings.non_logged_store_base_dir)
         path = store_dir(base, st.name, self.task_name)
-        self._locks.append(lock_store_dir(path))
+        self._locks.append(lock_store_dir(path, wait_s=LOCK_WAIT_S))
         key_serde = self._serdes.get(st.key_serde, f"stores.{st.name}.key.serde")
         msg_serde = self._serdes.get(st.msg_serde, f"stores.{st.name}.msg.serde")
         if st.changelog is None:

@@ -17,6 +17,7 @@ from samzamp import (
     ClosableTask,
     InitableTask,
     OutgoingMessageEnvelope,
+    RequestScope,
     StreamTask,
     SystemStream,
     WindowableTask,
@@ -155,16 +156,29 @@ class FailingInitTask(StreamTask, InitableTask):
 
 class StoreCountTask(StreamTask, InitableTask, _Recorder):
     """Counts messages per word in the changelogged store "counts": message "m<i>" is word "w<i % 37>".
-    Records ``P <partition> <offset>`` per processed message (after the store write)."""
+    Records ``P <partition> <offset>`` per processed message (after the store write). At init it
+    writes the restored store to ``<task>.<pid>.state`` (one ``word count`` line each, then ``END``).
+    With test.shutdown.after = N, its N-th message shuts the container down (all tasks; final commit)."""
 
     def init(self, context) -> None:
         self._open(context)
         self.counts = context.get_store("counts")
+        self.shutdown_after = int(context.config.get("test.shutdown.after", 0))
+        self.seen = 0
+        d = context.config["test.record.dir"]
+        with open(os.path.join(d, f"{context.task_name.replace(' ', '_')}.{os.getpid()}.state"), "w") as f:
+            with self.counts.all() as entries:
+                for word, count in entries:
+                    f.write(f"{word} {count}\n")
+            f.write("END\n")
 
     def process(self, envelope, collector, coordinator) -> None:
+        self.seen += 1
         word = f"w{int(envelope.message[1:]) % 37}"
         self.counts.put(word, (self.counts.get(word) or 0) + 1)
         self.record(f"P {envelope.system_stream_partition.partition} {envelope.offset}")
+        if self.shutdown_after and self.seen == self.shutdown_after:
+            coordinator.shutdown(RequestScope.ALL_TASKS_IN_CONTAINER)
 
 
 class StoreDeleteTask(StreamTask, InitableTask, _Recorder):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import re
 import shutil
 import struct
@@ -9,7 +10,17 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from kafka_util import Container, job_toml, produce, records, seed_input, wait_until, write_config
+from kafka_util import (
+    Container,
+    count_lines,
+    job_toml,
+    produce,
+    read_checkpoints,
+    records,
+    seed_input,
+    wait_until,
+    write_config,
+)
 
 from samzamp.storage.lmdb import LmdbEngine
 
@@ -124,3 +135,99 @@ def test_deleted_keys_stay_deleted_after_restore(broker, unique, tmp_path: Path)
     log = _run_until(cfg, broker, rec, n, tmp_path / "run-1.log")
     assert sum(_replayed(log)) >= n
     assert keys() == expected
+
+
+@pytest.mark.parametrize("pool", [1, 2], ids=["inline", "pool2"])
+def test_sigkill_at_random_points_leaves_exact_counts(broker, unique, tmp_path: Path, pool: int) -> None:
+    n, kills = 100_000, 5
+    topic = f"in-{unique}"
+    seed_input(broker.bootstrap_servers, topic, PARTITIONS, n)
+    cfg, rec, state = _store_toml(tmp_path, unique, topic, "StoreCountTask")
+    overrides = (f"job.container.thread.pool.size={pool}",)
+    rng = random.Random(4321)
+
+    def processed() -> int:
+        return count_lines(rec)
+
+    for run in range(kills):
+        c = Container(cfg, broker.bootstrap_servers, *overrides, log=tmp_path / f"run-{run}.log")
+        target = processed() + rng.randint(n // 50, n // (kills + 2))
+        wait_until(lambda t=target: processed() >= t, 120, f"run {run} progress", c)
+        c.kill()
+    _run_until(cfg, broker, rec, n, tmp_path / "final.log", *overrides)
+    logs = "".join(f.read_text() for f in tmp_path.glob("*.log"))
+    reverted = sum(int(x) for x in re.findall(r"reverted (\d+) uncommitted writes", logs))
+    assert reverted > 0, "no kill left uncommitted changelog writes: the test did not exercise the revert"
+    # Outputs may repeat after the kills; the state may not: every count is exact.
+    assert _store_contents(state) == _true_counts(n)
+    # And a restore from the changelog alone gives the same state.
+    shutil.rmtree(state)
+    _run_until(cfg, broker, rec, n, tmp_path / "restore.log", *overrides)
+    assert _store_contents(state) == _true_counts(n)
+
+
+@pytest.mark.parametrize("pool", [2], ids=["pool2"])
+def test_counts_continue_in_worker_processes(broker, unique, tmp_path: Path, pool: int) -> None:
+    topic = f"in-{unique}"
+    seed_input(broker.bootstrap_servers, topic, PARTITIONS, 4_000)
+    cfg, rec, state = _store_toml(tmp_path, unique, topic, "StoreCountTask")
+    over = f"job.container.thread.pool.size={pool}"
+    _run_until(cfg, broker, rec, 4_000, tmp_path / "run-0.log", over)
+    assert _store_contents(state) == _true_counts(4_000)
+    produce(broker.bootstrap_servers, topic, PARTITIONS, 2_000, start=4_000)
+    log = _run_until(cfg, broker, rec, 6_000, tmp_path / "run-1.log", over)
+    assert _replayed(log) == [0] * PARTITIONS
+    assert _store_contents(state) == _true_counts(6_000)
+
+
+def _restored_states(rec: Path, pids: set[int] | None = None) -> dict[str, dict[str, int]]:
+    """Task dir name -> the store as the task saw it at init, from its ``.state`` dump (complete ones)."""
+    out = {}
+    for f in rec.glob("*.state"):
+        task, pid, _ = f.name.rsplit(".", 2)
+        lines = f.read_text().splitlines()
+        if (pids is None or int(pid) in pids) and lines and lines[-1] == "END":
+            out[task] = {w: int(c) for w, c in (line.split() for line in lines[:-1])}
+    return out
+
+
+def _counts_at(checkpoint_offsets: dict[int, int]) -> dict[str, dict[str, int]]:
+    """The true counts of each task over the inputs its checkpoint covers."""
+    per: dict[str, Counter[str]] = {f"Partition_{p}": Counter() for p in range(PARTITIONS)}
+    for p, last in checkpoint_offsets.items():
+        for o in range(last + 1):
+            per[f"Partition_{p}"][f"w{(o * PARTITIONS + p) % WORDS}"] += 1
+    return {t: dict(c) for t, c in per.items()}
+
+
+@pytest.mark.parametrize("pool", [1, 2], ids=["inline", "pool2"])
+def test_a_restore_never_resurrects_writes_no_checkpoint_covers(broker, unique, tmp_path: Path, pool: int) -> None:
+    """Writes after the last checkpoint (a killed run) must not come back, even through a later full
+    restore whose cut lies past them: that needs the revert of uncommitted changelog writes."""
+    n = 8_000
+    topic = f"in-{unique}"
+    job = f"state-{unique}"
+    seed_input(broker.bootstrap_servers, topic, PARTITIONS, n)
+    cfg, rec, state = _store_toml(tmp_path, unique, topic, "StoreCountTask")
+    pool_size = f"job.container.thread.pool.size={pool}"
+    # Run 1: killed mid-stream, leaving changelog writes that no checkpoint covers.
+    c = Container(cfg, broker.bootstrap_servers, pool_size, "task.commit.ms=2000", log=tmp_path / "run-1.log")
+    wait_until(lambda: count_lines(rec) >= n // 2, 120, "half processed", c)
+    c.kill()
+    # Run 2: restores (reverting run 1's writes), processes a few messages, and stops at the third
+    # message of some task: its final checkpoint covers far fewer inputs than run 1 had written.
+    c = Container(cfg, broker.bootstrap_servers, pool_size, "test.shutdown.after=3", log=tmp_path / "run-2.log")
+    assert c.proc.wait(timeout=60) == 0, c.log_text()[-3000:]
+    last: dict[int, int] = {}
+    for _task, offsets in read_checkpoints(broker.bootstrap_servers, job):
+        last.update(offsets)
+    # Run 3: no local state; a full restore to the last checkpoint. What the tasks see at init must be
+    # exactly the counts of the inputs that checkpoint covers.
+    shutil.rmtree(state)
+    known = set(rec.glob("*.state"))
+    c = Container(cfg, broker.bootstrap_servers, pool_size, "test.shutdown.after=1", log=tmp_path / "run-3.log")
+    wait_until(lambda: len(set(rec.glob("*.state")) - known) >= PARTITIONS, 60, "restored stores", c)
+    new_pids = {int(f.name.rsplit(".", 2)[1]) for f in set(rec.glob("*.state")) - known}
+    wait_until(lambda: len(_restored_states(rec, new_pids)) >= PARTITIONS, 30, "state dumps", c)
+    c.kill()
+    assert _restored_states(rec, new_pids) == _counts_at(last)

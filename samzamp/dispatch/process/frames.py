@@ -58,6 +58,8 @@ class _Frame(msgspec.Struct, array_like=True, tag=True):
 class TaskSpec(msgspec.Struct, frozen=True):
     name: str
     ssps: list[tuple[str, str, int, int]]  # (system, stream, partition, key_bucket)
+    changelog_partition: int = 0
+    markers: dict[str, str] = {}  # the last checkpoint's state markers (store -> changelog offset)
 
 
 class WorkerSpec(msgspec.Struct, frozen=True):

@@ -124,17 +124,14 @@ class WorkerPool:
             w.stopped = self._loop.create_future()
             self._register_metrics(w)
 
-    async def start(
-        self, config: dict[str, Any], tasks: Sequence[tuple[str, frozenset[SystemStreamPartition], int]]
-    ) -> None:
-        """Hand each worker its spec (config, tasks) and wait until every one has init'ed its tasks.
-
-        ``tasks``: (name, SSPs, worker index), in the order their handlers will be registered.
+    async def start(self, config: dict[str, Any], tasks: Sequence[tuple[int, f.TaskSpec]]) -> None:
+        """Hand each worker its spec (config, tasks) and wait until every one has restored its stores
+        and init'ed its tasks. ``tasks``: (worker index, spec), in the order their handlers were registered.
         """
         specs: list[list[f.TaskSpec]] = [[] for _ in self.workers]
-        for name, ssps, i in tasks:
-            specs[i].append(f.TaskSpec(name, [(s.system, s.stream, s.partition, s.key_bucket) for s in sorted(ssps)]))
-            self.workers[i].task_names.append(name)
+        for i, task_spec in tasks:
+            specs[i].append(task_spec)
+            self.workers[i].task_names.append(task_spec.name)
         for w, task_specs in zip(self.workers, specs, strict=True):
             spec = f.WorkerSpec(
                 f.VERSION,

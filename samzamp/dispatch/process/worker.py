@@ -23,7 +23,7 @@ import os
 import signal
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -40,7 +40,11 @@ from samzamp.dispatch.process import frames as f
 from samzamp.ipc import PeerGone, attach_ring
 from samzamp.metrics.registry import Counter
 from samzamp.serde.streams import StreamSerdes
+from samzamp.storage.manager import TaskStorage
 from samzamp.systems.base import SystemProducer
+
+if TYPE_CHECKING:
+    from samzamp.systems.kafka.changelog import ChangelogProducer
 
 __all__ = ["main"]
 
@@ -81,6 +85,7 @@ class WorkerTask:
         self.drop_deser: bool = settings.task.drop_deserialization_errors
         self.drop_producer_errors: bool = settings.task.drop_producer_errors
         self.skip_epoch = -1  # Process frames of this epoch or older are skipped (taken back by the loop)
+        self.storage: TaskStorage | None = None
 
 
 def _requests(c: ReadableCoordinator) -> tuple[bool, bool, bool, bool]:
@@ -105,6 +110,7 @@ class Worker:
         self.settings = validate(load_config(None, spec.config))
         self.serdes = StreamSerdes(self.settings)
         self.producers: dict[str, SystemProducer] = {}
+        self.changelog: ChangelogProducer | None = None
         self.tasks: list[WorkerTask] = []
         self.out: list[bytes] = []
         self.messages = 0
@@ -121,6 +127,13 @@ class Worker:
                 raise SystemFailureError(msg)
             self.producers[name] = KafkaSystemProducer(name, str(s.bootstrap_servers), s.producer)
         task_class = load_task_class(self.settings.task.task_class)
+        logged = [s for s in self.settings.stores.values() if s.changelog is not None]
+        if logged:
+            from samzamp.systems.kafka.changelog import ChangelogProducer
+
+            system = self.settings.systems[logged[0].changelog.system]  # type: ignore[union-attr]
+            self.changelog = ChangelogProducer(str(system.bootstrap_servers), system.producer)
+        bootstrap = {n: str(s.bootstrap_servers) for n, s in self.settings.systems.items()}
         for ts in self.spec.tasks:
             task = task_class()
             collector = TaskCollector(
@@ -132,9 +145,16 @@ class Worker:
                 Counter(),
             )
             wt = WorkerTask(ts, task, collector, self.serdes, self.settings)
+            stores: dict[str, Any] = {}
+            if self.settings.stores:
+                wt.storage = TaskStorage(ts.name, self.settings, ts.changelog_partition, bootstrap, self.changelog)
+                if self.changelog is not None:
+                    collector.producers_used.add(self.changelog)  # type: ignore[arg-type]  # flushed at commit
+                wt.storage.open(ts.markers)
+                stores = dict(wt.storage.stores)
             if isinstance(task, InitableTask):
                 try:
-                    task.init(TaskContext(ts.name, frozenset(wt.ssps), self.settings.config))
+                    task.init(TaskContext(ts.name, frozenset(wt.ssps), self.settings.config, stores))
                 except Exception as e:
                     raise task_failure(ts.name, e) from e
             self.tasks.append(wt)
@@ -276,7 +296,13 @@ class Worker:
             if remaining:
                 errors.append(f"{remaining} outputs not acknowledged within {FLUSH_TIMEOUT_S:.0f} s")
             errors.extend(producer.take_errors())
-        self.out.append(f.encode(f.CommitReady(t, errors, {})))
+        markers: dict[str, str] = {}
+        if wt.storage is not None and not errors:
+            try:
+                markers = wt.storage.commit()  # step 4: the changelog is durable; apply the stores' writes
+            except Exception as e:
+                self.fail(t, task_failure(wt.name, e))
+        self.out.append(f.encode(f.CommitReady(t, errors, markers)))
 
     def _checkpointed(self, frame: f.Checkpointed) -> None:
         wt = self.tasks[frame.task]
@@ -294,8 +320,13 @@ class Worker:
                     wt.task.close()
                 except Exception as e:
                     log.warning("task %r: close() failed: %s", wt.name, e)
+        for wt in self.tasks:
+            if wt.storage is not None:
+                wt.storage.close()
         for p in self.producers.values():
             p.stop()
+        if self.changelog is not None:
+            self.changelog.stop()
         self.out.append(f.encode(f.Stopped()))
         self.tx.send_many(self.out)
         self.out.clear()
