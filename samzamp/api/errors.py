@@ -8,7 +8,8 @@ SamzampError
 ├── CheckpointError        a checkpoint could not be read or written
 ├── SystemFailureError     a system (Kafka) failed in a way samzamp cannot recover from
 ├── WorkerError            a worker process died or could not start: names the worker and its tasks
-└── IllegalCallbackStateError  complete()/failure() called twice on one callback
+├── IllegalCallbackStateError  complete()/failure() called twice on one callback
+└── IpcError (samzamp.ipc)  the shared-memory rings: WouldBlock, QueueClosed, PeerGone, EndOfQueue, SendTimeout
 """
 
 from __future__ import annotations
