@@ -6,6 +6,8 @@ import random
 import re
 import shutil
 import struct
+import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -231,3 +233,26 @@ def test_a_restore_never_resurrects_writes_no_checkpoint_covers(broker, unique, 
     wait_until(lambda: len(_restored_states(rec, new_pids)) >= PARTITIONS, 30, "state dumps", c)
     c.kill()
     assert _restored_states(rec, new_pids) == _counts_at(last)
+
+
+def test_spark_restore_leaves_nothing_for_the_container_to_replay(broker, unique, tmp_path: Path) -> None:
+    """The offline restore builds every task's store at its checkpoint: the next container start
+    trusts it (host affinity) and replays nothing, and the state is the job's."""
+    topic = f"in-{unique}"
+    seed_input(broker.bootstrap_servers, topic, PARTITIONS, 3_000)
+    cfg, rec, state = _store_toml(tmp_path, unique, topic, "StoreDeleteTask")
+    _run_until(cfg, broker, rec, 3_000, tmp_path / "run-0.log")
+    before = _store_contents(state)
+    shutil.rmtree(state)
+    done = subprocess.run(
+        [sys.executable, "-m", "samzamp.cli.restore_stores", str(cfg), "--store", "counts", "--set",
+         f"systems.kafka.bootstrap.servers={broker.bootstrap_servers}"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert re.search(rf"restored store=counts .*tasks={PARTITIONS} ", done.stdout), done.stdout
+    assert _store_contents(state) == before
+    log = _run_until(cfg, broker, rec, 3_000, tmp_path / "run-1.log")
+    assert _replayed(log) == [0] * PARTITIONS, log[-2000:]
+    assert "full restore" not in log
+    assert _store_contents(state) == before
