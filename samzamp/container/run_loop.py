@@ -259,7 +259,10 @@ class RunLoop:
                 envelopes.count += 1
                 run_task(ti)
             if self.error is not None or self.shutdown_requested:
-                return True  # a shutdown request stops new process calls right after its message
+                # A shutdown request stops new process calls right after its message; what was
+                # already dispatched to workers still goes out, so that it can complete.
+                self._flush_batches()
+                return True
         while self._ready and self.error is None:
             run_task(self._ready.pop())
             progressed = True
@@ -368,6 +371,7 @@ class RunLoop:
         while self.error is None:
             while self._ready:
                 self._run_task(self._ready.pop())
+            self._flush_batches()
             if all(t.state.idle for t in self.tasks) and not self._commits:
                 break
             if self._clock() > deadline:

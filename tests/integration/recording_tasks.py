@@ -37,16 +37,22 @@ class _Recorder:
 
 
 class OrderTask(StreamTask, InitableTask, _Recorder):
-    """Records ``P <partition> <offset>`` for every processed message and forwards it."""
+    """Records ``P <partition> <offset>`` for every processed message and forwards it. With
+    test.shutdown.after = N, its N-th message asks to shut the container down (all tasks)."""
 
     def init(self, context) -> None:
         self._open(context)
+        self._shutdown_after = int(context.config.get("test.shutdown.after", 0))
+        self._seen = 0
 
     def process(self, envelope, collector, coordinator) -> None:
         ssp = envelope.system_stream_partition
         if self.output is not None:
             collector.send(OutgoingMessageEnvelope(self.output, envelope.message, key=envelope.key))
         self.record(f"P {ssp.partition} {envelope.offset}")
+        self._seen += 1
+        if self._seen == self._shutdown_after:
+            coordinator.shutdown(RequestScope.ALL_TASKS_IN_CONTAINER)
 
 
 class RandomAsyncTask(AsyncStreamTask, InitableTask, _Recorder):

@@ -10,7 +10,16 @@ from pathlib import Path
 
 import psutil
 import pytest
-from kafka_util import Container, count_lines, job_toml, records, seed_input, wait_until, write_config
+from kafka_util import (
+    Container,
+    count_lines,
+    job_toml,
+    read_checkpoints,
+    records,
+    seed_input,
+    wait_until,
+    write_config,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -110,3 +119,27 @@ def test_a_task_that_fails_in_init_names_the_task_and_worker(broker, unique, tmp
     assert "could not start" in log
     assert "init failed on purpose" in log
     assert "Partition" in log
+
+
+def test_a_shutdown_request_in_a_worker_stops_the_container_cleanly(broker, unique, tmp_path: Path) -> None:
+    """A task in a worker asks for shutdown: the container finishes what it had sent to its workers,
+    commits it all and exits 0, without waiting out task.shutdown.ms for messages it never sent."""
+    topic = f"in-{unique}"
+    seed_input(broker.bootstrap_servers, topic, PARTITIONS, 20_000)
+    cfg, rec = _job(tmp_path, unique, topic)
+    c = Container(
+        cfg, broker.bootstrap_servers, "job.container.thread.pool.size=2", "test.shutdown.after=500",
+        log=tmp_path / "run.log",
+    )  # fmt: skip
+    assert c.proc.wait(timeout=120) == 0, c.log_text()[-3000:]
+    log = c.log_text()
+    assert "task.shutdown.ms passed" not in log, log[-2000:]
+    processed: dict[int, list[int]] = defaultdict(list)
+    for _, p, o in records(rec):
+        processed[p].append(o)
+    final: dict[int, int] = {}
+    for _task, offsets in read_checkpoints(broker.bootstrap_servers, f"pool-{unique}"):
+        final.update(offsets)
+    for p, offsets in processed.items():
+        assert offsets == list(range(len(offsets))), f"partition {p}: not a gap-free prefix"
+        assert final[p] == offsets[-1], f"partition {p}: checkpoint {final[p]}, processed up to {offsets[-1]}"
