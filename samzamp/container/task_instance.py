@@ -184,7 +184,7 @@ class TaskInstance:
         coordinator = self._coordinator
         clock = time.perf_counter_ns
         envelope_of = IncomingMessageEnvelope
-        total_ns = max_ns = n = 0
+        total_ns = max_ns = n = started = 0
         taken = 1
         done = -1  # offset of the last message completed in this run
         raw = first

@@ -110,3 +110,34 @@ def test_ignored_exceptions_mid_run_go_on(batch: int) -> None:
     )
     assert result.messages("out") == [o for o in range(40) if o % 4]
     assert result.metrics["TaskName-Partition 0"]["messages-actually-processed"] == 40
+
+
+class PickySerde:
+    """A string serde that cannot decode the value b"bad"."""
+
+    def to_bytes(self, value):
+        return value.encode()
+
+    def from_bytes(self, data):
+        if data == b"bad":
+            raise ValueError("undecodable")
+        return data.decode()
+
+
+class Forward(StreamTask):
+    def process(self, envelope, collector, coordinator):
+        collector.send(OutgoingMessageEnvelope(OUT, envelope.message))
+
+
+@pytest.mark.parametrize("batch", BATCH_SIZES)
+def test_dropped_undecodable_messages_mid_run_and_first_in_a_run(batch: int) -> None:
+    config = {
+        "task.consumer.batch.size": batch,
+        "task.drop.deserialization.errors": True,
+        "serializers.registry.picky.class": f"{__name__}:PickySerde",
+        "systems.test.samza.msg.serde": "picky",
+    }
+    messages = ["bad", "a", "b", "bad", "c", "bad"]
+    result = TestRunner(Forward, config).add_input("in", messages).run()
+    assert result.messages("out") == ["a", "b", "c"]
+    assert result.metrics["SystemConsumersMetrics"]["deserialization error"] == 3
