@@ -36,7 +36,18 @@ class _Recorder:
         os.write(self._fd, (line + "\n").encode())
 
 
-class OrderTask(StreamTask, InitableTask, _Recorder):
+class _CheckpointRecorder(CheckpointListenerTask, _Recorder):
+    """Records ``K <partition> <offset>`` for each input of every checkpoint written."""
+
+    def before_commit(self) -> None:
+        pass
+
+    def on_checkpoint(self, offsets) -> None:
+        for ssp, offset in offsets.items():
+            self.record(f"K {ssp.partition} {offset}")
+
+
+class OrderTask(StreamTask, InitableTask, _CheckpointRecorder):
     """Records ``P <partition> <offset>`` for every processed message and forwards it. With
     test.shutdown.after = N, its N-th message asks to shut the container down (all tasks)."""
 
@@ -55,7 +66,7 @@ class OrderTask(StreamTask, InitableTask, _Recorder):
             coordinator.shutdown(RequestScope.ALL_TASKS_IN_CONTAINER)
 
 
-class RandomAsyncTask(AsyncStreamTask, InitableTask, _Recorder):
+class RandomAsyncTask(AsyncStreamTask, InitableTask, _CheckpointRecorder):
     """max.concurrency > 1: each message sleeps a random 0-4 ms, so completions come out of order.
     Records ``S p o`` at start and ``C p o`` just before completing."""
 

@@ -100,11 +100,15 @@ def _crash_loop(
     for run in range(kills + 1):
         before = len(read_checkpoints(broker.bootstrap_servers, job)) if run else 0
         files_before = set(rec.glob("*.log"))
+        checkpoints_before = count_lines(rec, "K ")
         c = Container(cfg, broker.bootstrap_servers, *overrides, log=tmp_path / f"container-{run}.log")
         if run < kills:
             # Kill after a random share of the input; the shares of all runs fit in it, so each is reachable.
             target = count_lines(rec, done_prefix) + rng.randint(n // 50, n // (kills + 2))
             wait_until(lambda t=target: count_lines(rec, done_prefix) >= t, 120, f"run {run} progress", c)
+            # Kill only once this run has written a checkpoint (its tasks record them as K lines), so
+            # that every kill lands after a checkpoint, with more work done since.
+            wait_until(lambda k=checkpoints_before: count_lines(rec, "K ") > k, 60, f"run {run} checkpoint", c)
             c.kill()
         else:
             covered = lambda: len({(p, o) for _, p, o in records(rec, kinds)}) >= n  # noqa: E731
@@ -120,7 +124,8 @@ def test_crash_safety_sigkill_at_random_points(broker, unique, tmp_path: Path, p
     n = 100_000
     topic, job = f"in-{unique}", f"crash-{unique}"
     seed_input(broker.bootstrap_servers, topic, PARTITIONS, n)
-    rec, runs = _crash_loop(broker, tmp_path, job, topic, "OrderTask", n, 5, "P", _pool(pool))
+    # Frequent commits: each run is killed right after its first checkpoint (see _crash_loop).
+    rec, runs = _crash_loop(broker, tmp_path, job, topic, "OrderTask", n, 5, "P", _pool(pool), "task.commit.ms=50")
     processed = {(p, o) for _, p, o in records(rec)}
     expected = {(p, o) for p, offs in _expected(n).items() for o in offs}
     assert processed == expected, f"{len(expected - processed)} inputs never processed"
