@@ -12,6 +12,7 @@ from kafka_util import (
     Container,
     count_lines,
     job_toml,
+    produced_offsets,
     read_all,
     read_checkpoints,
     records,
@@ -26,11 +27,7 @@ PARTITIONS = 4
 
 
 def _expected(n: int) -> dict[int, set[int]]:
-    """Partition -> offsets written by ``produce`` (round-robin over the partitions)."""
-    per = defaultdict(set)
-    for i in range(n):
-        per[i % PARTITIONS].add(i // PARTITIONS)
-    return per
+    return produced_offsets(n, PARTITIONS)
 
 
 POOLS = pytest.mark.parametrize("pool", [1, 2, 4], ids=lambda n: f"pool{n}")
@@ -97,21 +94,28 @@ def _crash_loop(
     cfg = write_config(tmp_path / "job.toml", job_toml(job, f"recording_tasks:{task}", topic, rec))
     done_prefix = f"{kinds} "
     runs = []
+
+    def covered() -> bool:
+        return len({(p, o) for _, p, o in records(rec, kinds)}) >= n
+
     for run in range(kills + 1):
         before = len(read_checkpoints(broker.bootstrap_servers, job)) if run else 0
         files_before = set(rec.glob("*.log"))
         checkpoints_before = count_lines(rec, "K ")
         c = Container(cfg, broker.bootstrap_servers, *overrides, log=tmp_path / f"container-{run}.log")
         if run < kills:
-            # Kill after a random share of the input; the shares of all runs fit in it, so each is reachable.
+            # Kill after a random share of the input, once this run has written a checkpoint (its tasks
+            # record them as K lines), so that the kill lands after a checkpoint with more work done
+            # since. A run that already covered the whole input is killed at once.
             target = count_lines(rec, done_prefix) + rng.randint(n // 50, n // (kills + 2))
-            wait_until(lambda t=target: count_lines(rec, done_prefix) >= t, 120, f"run {run} progress", c)
-            # Kill only once this run has written a checkpoint (its tasks record them as K lines), so
-            # that every kill lands after a checkpoint, with more work done since.
-            wait_until(lambda k=checkpoints_before: count_lines(rec, "K ") > k, 60, f"run {run} checkpoint", c)
+            wait_until(lambda t=target: count_lines(rec, done_prefix) >= t or covered(), 120, f"run {run} progress", c)
+            wait_until(
+                lambda k=checkpoints_before: count_lines(rec, "K ") > k or covered(), 60, f"run {run} checkpoint", c
+            )
             c.kill()
         else:
-            covered = lambda: len({(p, o) for _, p, o in records(rec, kinds)}) >= n  # noqa: E731
+            # Up and consuming (signal handlers in place) before the stop, even if nothing is left.
+            wait_until(lambda c=c: "starting offsets" in c.log_text(), 60, "the last run to start", c)
             wait_until(covered, 180, "every offset processed", c)
             assert c.stop() == 0, c.log_text()[-3000:]
         cps = read_checkpoints(broker.bootstrap_servers, job)
