@@ -32,44 +32,29 @@ Exit codes:
 from __future__ import annotations
 
 import argparse
-import logging
-import os
 import sys
 from pathlib import Path
 
-from samzamp.api.errors import ConfigError, SamzampError
+from samzamp.cli.offline_common import EXIT_OK, add_job_arguments, exit_code, setup_logging
 from samzamp.config import load_config, parse_overrides
 
 __all__ = ["main"]
 
 PROG = "samzamp-compact-changelog"
-EXIT_OK = 0
-EXIT_FAILED = 1
-EXIT_CONFIG = 2
-
-log = logging.getLogger("samzamp")
 
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=PROG, description="Compact a store's changelog into a Parquet snapshot (Spark).")
-    p.add_argument("config", help="the job's TOML config")
-    p.add_argument("--store", required=True, help="the store whose changelog to compact (stores.NAME.changelog)")
+    add_job_arguments(p, "the store whose changelog to compact (stores.NAME.changelog)")
     p.add_argument("--output", required=True, type=Path, help="directory for the Parquet snapshot")
     p.add_argument("--to-topic", help="also write the live records to this new, compacted topic")
     p.add_argument("--overwrite", action="store_true", help="replace what --output holds")
-    p.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
-    p.add_argument(
-        "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help="override a config key"
-    )
-    p.add_argument("--log-level", default=os.environ.get("SAMZAMP_LOG_LEVEL", "WARNING"))
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    logging.basicConfig(
-        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
-    )
+    setup_logging(args.log_level)
     from samzamp.offline.compaction import check_output, check_to_topic, compact_changelog
     from samzamp.offline.job import OfflineError, resolve_store, spark_session
 
@@ -82,26 +67,14 @@ def main(argv: list[str] | None = None) -> int:
         check_output(args.output, args.overwrite)
         if args.to_topic is not None:
             check_to_topic(job, args.to_topic)
-    except ConfigError as e:
-        print(f"{PROG}: {e}", file=sys.stderr)
-        return EXIT_CONFIG
-    except SamzampError as e:
-        print(f"{PROG}: failed: {e}", file=sys.stderr)
-        return EXIT_FAILED
+    except Exception as e:
+        return exit_code(PROG, e)
 
     spark = spark_session(args.master, f"{PROG} {job.store}")
     try:
         result = compact_changelog(spark, job, args.output, args.to_topic, args.overwrite)
-    except ConfigError as e:
-        print(f"{PROG}: {e}", file=sys.stderr)
-        return EXIT_CONFIG
-    except SamzampError as e:
-        print(f"{PROG}: failed: {e}", file=sys.stderr)
-        return EXIT_FAILED
     except Exception as e:
-        log.exception("compaction failed")
-        print(f"{PROG}: failed: {type(e).__name__}", file=sys.stderr)
-        return EXIT_FAILED
+        return exit_code(PROG, e)
     finally:
         spark.stop()
     print(result.summary_line(), flush=True)

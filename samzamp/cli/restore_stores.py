@@ -34,44 +34,27 @@ Exit codes:
 from __future__ import annotations
 
 import argparse
-import logging
-import os
 import sys
 from pathlib import Path
 
-from samzamp.api.errors import ConfigError, SamzampError
+from samzamp.cli.offline_common import EXIT_OK, add_job_arguments, exit_code, setup_logging
 from samzamp.config import load_config, parse_overrides
-from samzamp.storage.dirs import StoreLockedError
 
 __all__ = ["main"]
 
 PROG = "samzamp-restore-stores"
-EXIT_OK = 0
-EXIT_FAILED = 1
-EXIT_CONFIG = 2
-EXIT_LOCKED = 3
-
-log = logging.getLogger("samzamp")
 
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=PROG, description="Restore every task's store at its last checkpoint (Spark).")
-    p.add_argument("config", help="the job's TOML config")
-    p.add_argument("--store", required=True, help="the store to restore (it needs stores.NAME.changelog)")
+    add_job_arguments(p, "the store to restore (it needs stores.NAME.changelog)")
     p.add_argument("--snapshot", type=Path, help="a snapshot from samzamp-compact-changelog to start from")
-    p.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
-    p.add_argument(
-        "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help="override a config key"
-    )
-    p.add_argument("--log-level", default=os.environ.get("SAMZAMP_LOG_LEVEL", "WARNING"))
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    logging.basicConfig(
-        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
-    )
+    setup_logging(args.log_level)
     from samzamp.offline.compaction import read_snapshot_meta
     from samzamp.offline.job import read_cuts, resolve_store, spark_session
     from samzamp.offline.restore import check_unlocked, plan_restore, restore_stores
@@ -81,32 +64,14 @@ def main(argv: list[str] | None = None) -> int:
         cuts = read_cuts(job)
         meta = read_snapshot_meta(args.snapshot) if args.snapshot is not None else None
         check_unlocked(plan_restore(job, cuts, meta))  # refuse before Spark starts
-    except ConfigError as e:
-        print(f"{PROG}: {e}", file=sys.stderr)
-        return EXIT_CONFIG
-    except StoreLockedError as e:
-        print(f"{PROG}: refused: {e}; stop the container that holds it first", file=sys.stderr)
-        return EXIT_LOCKED
-    except SamzampError as e:
-        print(f"{PROG}: failed: {e}", file=sys.stderr)
-        return EXIT_FAILED
+    except Exception as e:
+        return exit_code(PROG, e)
 
     spark = spark_session(args.master, f"{PROG} {job.store}")
     try:
         result = restore_stores(spark, job, cuts, args.snapshot)
-    except ConfigError as e:
-        print(f"{PROG}: {e}", file=sys.stderr)
-        return EXIT_CONFIG
-    except StoreLockedError as e:
-        print(f"{PROG}: refused: {e}; stop the container that holds it first", file=sys.stderr)
-        return EXIT_LOCKED
-    except SamzampError as e:
-        print(f"{PROG}: failed: {e}", file=sys.stderr)
-        return EXIT_FAILED
     except Exception as e:
-        log.exception("restore failed")
-        print(f"{PROG}: failed: {type(e).__name__}", file=sys.stderr)
-        return EXIT_FAILED
+        return exit_code(PROG, e)
     finally:
         spark.stop()
     for task in result.tasks:

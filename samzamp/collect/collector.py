@@ -11,7 +11,7 @@ from samzamp.api.envelope import OutgoingMessageEnvelope, SystemStream
 from samzamp.api.errors import SerdeError, SystemFailureError
 from samzamp.api.serde import Serde
 from samzamp.metrics.registry import Counter
-from samzamp.systems.base import SystemProducer
+from samzamp.systems.base import Flushable, SystemProducer
 
 __all__ = ["TaskCollector"]
 
@@ -46,7 +46,7 @@ class TaskCollector(MessageCollector):
         dropped: Counter,
     ) -> None:
         self.task_name = task_name
-        self.producers_used: set[SystemProducer] = set()
+        self.producers_used: set[Flushable] = set()
         self._producers = producers
         self._serdes_of = serdes_of
         self._routes: dict[SystemStream, tuple[Encode, Encode, SendFn]] = {}

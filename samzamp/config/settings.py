@@ -263,6 +263,10 @@ def _stores(config: Config, systems: dict[str, SystemSettings]) -> dict[str, Sto
                 raise ConfigError(
                     p + "changelog", f"names system {system!r}, which has no systems.{system}.samza.factory"
                 )
+            if systems[system].factory != "kafka":
+                raise ConfigError(
+                    p + "changelog", f"system {system!r} is {systems[system].factory}; changelogs need kafka"
+                )
             changelog = SystemStream(system, stream)
         out[name] = StoreSettings(
             name,

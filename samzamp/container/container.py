@@ -65,7 +65,7 @@ class SamzaContainer:
         self.tasks: list[TaskInstance] = []
         self.remote_tasks: list[RemoteTaskInstance] = []
         self.pool: WorkerPool | None = None
-        self.changelog_producer: ChangelogProducer | None = None
+        self.changelog_producers: dict[str, ChangelogProducer] | None = None
         self._markers: dict[str, dict[str, str]] = {}
         self._changelog_partitions: dict[str, int] = {}
         self.run_loop: RunLoop | None = None
@@ -301,27 +301,19 @@ class SamzaContainer:
             rf = self.settings.systems[st.changelog.system].replication_factor
             admin.create_stream(st.changelog.stream, tasks, rf, configs)
 
-    def _changelog(self) -> ChangelogProducer | None:
-        """This process's changelog producer (made on first use: only jobs with changelogs need one)."""
-        logged = [s for s in self.settings.stores.values() if s.changelog is not None]
-        if not logged:
-            return None
-        if self.changelog_producer is None:
-            from samzamp.systems.kafka.changelog import ChangelogProducer
-
-            system = logged[0].changelog.system  # type: ignore[union-attr]
-            self.changelog_producer = ChangelogProducer(self._bootstrap[system], self.settings.systems[system].producer)
-        return self.changelog_producer
-
     async def _open_stores(self, name: str, ti: TaskInstance) -> dict[str, Any]:
         """Open and restore the task's stores before its init (the task sees no message before)."""
         if not self.settings.stores:
             return {}
-        producer = self._changelog()
-        storage = TaskStorage(name, self.settings, self._changelog_partitions[name], self._bootstrap, producer)
+        if self.changelog_producers is None:
+            from samzamp.systems.kafka.changelog import changelog_producers
+
+            self.changelog_producers = changelog_producers(self.settings, self._bootstrap)
+        storage = TaskStorage(
+            name, self.settings, self._changelog_partitions[name], self._bootstrap, self.changelog_producers
+        )
         ti.storage = storage
-        if producer is not None:
-            ti.collector.producers_used.add(producer)  # type: ignore[arg-type]  # flushed in commit step 3
+        ti.collector.producers_used.update(storage.producers())  # flushed in commit step 3
         reports = await asyncio.to_thread(storage.open, self._markers.get(name, {}))
         for r in reports:
             self.metrics.gauge(f"TaskName-{name}", f"{r.store}-restored-records").set(r.replayed)
@@ -408,8 +400,7 @@ class SamzaContainer:
 
     def _stop_systems(self) -> None:
         producers: list[Any] = [*self.producers.values()]
-        if self.changelog_producer is not None:
-            producers.append(self.changelog_producer)
+        producers.extend((self.changelog_producers or {}).values())
         if self.checkpoint_producer is not None and self.checkpoint_producer not in producers:
             producers.append(self.checkpoint_producer)
         for p in producers:

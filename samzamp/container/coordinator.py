@@ -29,3 +29,22 @@ class ReadableCoordinator(TaskCoordinator):
     @property
     def has_requests(self) -> bool:
         return self.commit_requested or self.shutdown_requested
+
+    def flags(self) -> tuple[bool, bool, bool, bool]:
+        """(commit, commit for all tasks, shutdown, shutdown for all tasks): how a worker reports them."""
+        return (
+            self.commit_requested,
+            self.commit_requested and self.commit_scope is RequestScope.ALL_TASKS_IN_CONTAINER,
+            self.shutdown_requested,
+            self.shutdown_requested and self.shutdown_scope is RequestScope.ALL_TASKS_IN_CONTAINER,
+        )
+
+    @classmethod
+    def from_flags(cls, commit: bool, commit_all: bool, shutdown: bool, shutdown_all: bool) -> ReadableCoordinator:
+        """The coordinator whose ``flags()`` these are (the loop's side of a worker's report)."""
+        c = cls()
+        if commit:
+            c.commit(RequestScope.ALL_TASKS_IN_CONTAINER if commit_all else RequestScope.CURRENT_TASK)
+        if shutdown:
+            c.shutdown(RequestScope.ALL_TASKS_IN_CONTAINER if shutdown_all else RequestScope.CURRENT_TASK)
+        return c

@@ -28,10 +28,10 @@ from typing import Any
 from samzamp.api.envelope import SystemStreamPartition
 from samzamp.api.errors import SystemFailureError
 from samzamp.container.coordinator import ReadableCoordinator
-from samzamp.container.task_state import TaskState
+from samzamp.container.task_base import TaskBase
 from samzamp.dispatch.process import frames as f
 from samzamp.dispatch.process.pool import WorkerPool
-from samzamp.metrics.registry import Gauge, MetricsRegistry
+from samzamp.metrics.registry import MetricsRegistry
 from samzamp.systems.base import RawMessage
 
 __all__ = ["RemoteTaskInstance"]
@@ -41,18 +41,7 @@ __all__ = ["RemoteTaskInstance"]
 IN_FLIGHT_TARGET_NS = 10_000_000
 
 
-def _coordinator(commit: bool, commit_all: bool, shutdown: bool, shutdown_all: bool) -> ReadableCoordinator:
-    from samzamp.api.collector import RequestScope
-
-    c = ReadableCoordinator()
-    if commit:
-        c.commit(RequestScope.ALL_TASKS_IN_CONTAINER if commit_all else RequestScope.CURRENT_TASK)
-    if shutdown:
-        c.shutdown(RequestScope.ALL_TASKS_IN_CONTAINER if shutdown_all else RequestScope.CURRENT_TASK)
-    return c
-
-
-class RemoteTaskInstance:
+class RemoteTaskInstance(TaskBase):
     def __init__(
         self,
         name: str,
@@ -68,19 +57,14 @@ class RemoteTaskInstance:
         metrics: MetricsRegistry,
         on_ready: Callable[[Any], None],
         on_requests: Callable[[Any, ReadableCoordinator], None],
-        on_dirty: Callable[[RemoteTaskInstance], None],
+        on_dirty: Callable[[Callable[[], None]], None],
     ) -> None:
-        self.name = name
-        self.ssps = ssps
+        # The in-flight bound starts at one batch and then follows the task's time per message.
+        super().__init__(name, ssps, min(in_flight_limit, batch_size), checkpointed, drop_producer_errors, metrics)
         self._windowable = windowable
         self.worker = worker
-        self.state = TaskState(min(in_flight_limit, batch_size))
         self._max_in_flight = in_flight_limit
         self._avg_ns = 0.0  # moving average of process() time per message
-        self.processing_ssps = set(ssps)
-        self.checkpointed = dict(checkpointed)
-        self.last_processed = dict(checkpointed)
-        self.drop_producer_errors = drop_producer_errors
         self._pool = pool
         self._index = pool.register(worker, self._on_frame)
         self._ssp_index = {s: i for i, s in enumerate(sorted(ssps))}
@@ -94,23 +78,7 @@ class RemoteTaskInstance:
         self._window_done: Callable[[Any, ReadableCoordinator | None], None] | None = None
         self._eos_done: Callable[[Any, ReadableCoordinator], None] | None = None
         self._commit_ready: asyncio.Future[f.CommitReady] | None = None
-        group = f"TaskName-{name}"
-        self.m_process_calls = metrics.counter(group, "process-calls")
-        self.m_processed = metrics.counter(group, "messages-actually-processed")
-        self.m_window_calls = metrics.counter(group, "window-calls")
-        self.m_commit_calls = metrics.counter(group, "commit-calls")
-        self.m_process_ns = metrics.timer("SamzaContainerMetrics", "process-ns")
-        self.m_window_ns = metrics.timer("SamzaContainerMetrics", "window-ns")
-        self.m_commit_ns = metrics.timer("SamzaContainerMetrics", "commit-ns")
-        metrics.gauge(group, "messages-in-flight", fn=lambda: self.state.messages_in_flight)
-        metrics.gauge(group, "pending-messages", fn=lambda: len(self.state.pending))
-        metrics.gauge(group, "worker", fn=lambda: self.worker)
-        self.checkpointed_gauges: dict[SystemStreamPartition, Gauge] = {}
-        for ssp in ssps:
-            label = f"{ssp.system}-{ssp.stream}-{ssp.partition}"
-            self.checkpointed_gauges[ssp] = metrics.gauge("OffsetManagerMetrics", f"{label}-checkpointed-offset")
-            if ssp in checkpointed:
-                self.checkpointed_gauges[ssp].set(checkpointed[ssp])
+        metrics.gauge(f"TaskName-{name}", "worker", fn=lambda: self.worker)
 
     @property
     def windowable(self) -> bool:
@@ -136,7 +104,7 @@ class RemoteTaskInstance:
         self._in_flight.append((ssp, raw))
         batch = self._batch
         if not batch:
-            self._on_dirty(self)
+            self._on_dirty(self.flush)
         batch.append((self._ssp_index[ssp], raw))
         if len(batch) >= self._batch_size or len(batch) * 2 >= self.state.max_concurrency:
             self.flush()
@@ -158,11 +126,15 @@ class RemoteTaskInstance:
             self.m_window_ns.update(frame.busy_ns)
             done, self._window_done = self._window_done, None
             assert done is not None
-            done(self, _coordinator(frame.commit, frame.commit_all, frame.shutdown, frame.shutdown_all))
+            done(
+                self, ReadableCoordinator.from_flags(frame.commit, frame.commit_all, frame.shutdown, frame.shutdown_all)
+            )
         elif isinstance(frame, f.EndOfStreamDone):
             eos, self._eos_done = self._eos_done, None
             assert eos is not None
-            eos(self, _coordinator(frame.commit, frame.commit_all, frame.shutdown, frame.shutdown_all))
+            eos(
+                self, ReadableCoordinator.from_flags(frame.commit, frame.commit_all, frame.shutdown, frame.shutdown_all)
+            )
         elif isinstance(frame, f.CommitReady):
             fut = self._commit_ready
             if fut is not None and not fut.done():
@@ -199,7 +171,9 @@ class RemoteTaskInstance:
         self.state.messages_in_flight -= len(taken_back)
         self.m_process_calls.count -= len(taken_back)
         self.state.pending.extendleft(reversed(taken_back))
-        self._on_requests(self, _coordinator(frame.commit, frame.commit_all, frame.shutdown, frame.shutdown_all))
+        self._on_requests(
+            self, ReadableCoordinator.from_flags(frame.commit, frame.commit_all, frame.shutdown, frame.shutdown_all)
+        )
         self._on_ready(self)
 
     # -- window, end of stream, commit ----------------------------------------------------------
@@ -231,6 +205,3 @@ class RemoteTaskInstance:
 
     def after_commit(self) -> None:
         pass  # completions are never held back for a commit here: a request ends its epoch instead
-
-    def close(self) -> None:
-        pass  # the worker closes the task (Stop)

@@ -96,7 +96,7 @@ class RunLoop:
         # task.consumer.batch.size: how many messages of one SSP a task takes per choice.
         self._run_limit = max(1, settings.consumer_batch_size)
         self._ready: set[RunLoopTask] = set()
-        self._dirty: list[Any] = []
+        self._dirty: list[Callable[[], None]] = []
         self._waiter: asyncio.Future[None] | None = None
         self._timers: list[asyncio.TimerHandle] = []
         self._commits: set[asyncio.Task[None]] = set()
@@ -269,17 +269,17 @@ class RunLoop:
         self._flush_batches()
         return progressed
 
-    def mark_dirty(self, ti: Any) -> None:
-        """``ti`` (a worker's task) collected messages to send: flush it at the end of this slice."""
-        self._dirty.append(ti)
+    def mark_dirty(self, flush: Callable[[], None]) -> None:
+        """A worker's task collected messages to send: call its ``flush`` at the end of this slice."""
+        self._dirty.append(flush)
 
     def _flush_batches(self) -> None:
         dirty = self._dirty
         if dirty and self.error is None:
             self._dirty = []
-            for ti in dirty:
+            for flush in dirty:
                 try:
-                    ti.flush()
+                    flush()
                 except BaseException as e:
                     self.abort(e)
                     return

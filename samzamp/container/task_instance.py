@@ -16,7 +16,7 @@ from typing import Any
 
 from samzamp.api.context import TaskContext
 from samzamp.api.envelope import IncomingMessageEnvelope, SystemStreamPartition
-from samzamp.api.errors import CallbackTimeoutError, SerdeError
+from samzamp.api.errors import CallbackTimeoutError
 from samzamp.api.serde import Serde
 from samzamp.api.task import ClosableTask, EndOfStreamListenerTask, InitableTask, WindowableTask
 from samzamp.collect.collector import TaskCollector
@@ -24,19 +24,21 @@ from samzamp.collect.completions import TaskCallbackImpl, TaskCallbackManager
 from samzamp.commit import pipeline
 from samzamp.consume.system_consumers import END_OF_STREAM
 from samzamp.container.coordinator import ReadableCoordinator
-from samzamp.container.task_state import TaskState
+from samzamp.container.task_base import TaskBase
 from samzamp.dispatch.adapters import InlineSyncAdapter, RunnableTask
-from samzamp.dispatch.failures import is_ignored, task_failure
-from samzamp.metrics.registry import Gauge, MetricsRegistry
+from samzamp.dispatch.failures import deserialization_error, is_ignored, task_failure
+from samzamp.metrics.registry import MetricsRegistry
 from samzamp.storage.manager import TaskStorage
 from samzamp.systems.base import RawMessage
 
 __all__ = ["TaskInstance"]
 
+_NO_MORE: deque[RawMessage] = deque()  # a run of one message: nothing more to take
+
 log = logging.getLogger(__name__)
 
 
-class TaskInstance:
+class TaskInstance(TaskBase):
     def __init__(
         self,
         name: str,
@@ -58,19 +60,12 @@ class TaskInstance:
         on_abort: Callable[[BaseException], None],
         on_requests: Callable[[TaskInstance, ReadableCoordinator], None],
     ) -> None:
-        self.name = name
-        self.ssps = ssps
+        super().__init__(name, ssps, max_concurrency, checkpointed, drop_producer_errors, metrics)
         self.task = task
         self.runnable = runnable
         self.collector = collector
-        self.state = TaskState(max_concurrency)
         self.callbacks = TaskCallbackManager(max_concurrency)
-        self.checkpointed = dict(checkpointed)
-        self.last_processed = dict(checkpointed)  # last processed offset per SSP (low watermark)
-        self.processing_ssps = set(ssps)  # SSPs not yet at end of stream
-        self.drop_producer_errors = drop_producer_errors
         self.storage: TaskStorage | None = None  # the task's stores, when the job has any
-        self._serdes = serdes
         self._decoders = {
             s: (None if k is None else k.from_bytes, None if m is None else m.from_bytes)
             for s, (k, m) in serdes.items()
@@ -86,25 +81,7 @@ class TaskInstance:
         # Sync tasks run inline take the fast path; every other kind goes through TaskCallbacks.
         self._inline: Callable[..., None] | None = runnable.process if isinstance(runnable, InlineSyncAdapter) else None
         self._coordinator = ReadableCoordinator()
-        group = f"TaskName-{name}"
-        self.m_process_calls = metrics.counter(group, "process-calls")
-        self.m_processed = metrics.counter(group, "messages-actually-processed")
-        self.m_window_calls = metrics.counter(group, "window-calls")
-        self.m_commit_calls = metrics.counter(group, "commit-calls")
-        self.m_process_ns = metrics.timer("SamzaContainerMetrics", "process-ns")
-        self.m_window_ns = metrics.timer("SamzaContainerMetrics", "window-ns")
-        self.m_commit_ns = metrics.timer("SamzaContainerMetrics", "commit-ns")
         self.m_deser_errors = metrics.counter("SystemConsumersMetrics", "deserialization error")
-        metrics.gauge(group, "messages-in-flight", fn=lambda: self.state.messages_in_flight)
-        metrics.gauge(group, "pending-messages", fn=lambda: len(self.state.pending))
-        self.offset_gauges: dict[SystemStreamPartition, Gauge] = {}
-        self.checkpointed_gauges: dict[SystemStreamPartition, Gauge] = {}
-        for ssp in ssps:
-            label = f"{ssp.system}-{ssp.stream}-{ssp.partition}"
-            self.offset_gauges[ssp] = metrics.gauge(group, f"{label}-offset")
-            self.checkpointed_gauges[ssp] = metrics.gauge("OffsetManagerMetrics", f"{label}-checkpointed-offset")
-            if ssp in checkpointed:
-                self.checkpointed_gauges[ssp].set(checkpointed[ssp])
 
     # -- lifecycle ------------------------------------------------------------------------------
     def init(self, context: TaskContext) -> None:
@@ -118,20 +95,19 @@ class TaskInstance:
     # -- process --------------------------------------------------------------------------------
     def dispatch(self, ssp: SystemStreamPartition, raw: RawMessage) -> None:
         """Start processing one message (the state said PROCESS)."""
+        if self._inline is not None:
+            self.process_run(ssp, raw, _NO_MORE, 1, 0)
+            return
         offset, key_bytes, value_bytes, ts = raw
-        key_serde, msg_serde = self._serdes[ssp]
+        key_dec, msg_dec = self._decoders[ssp]
         try:
-            key = key_bytes if key_serde is None or key_bytes is None else key_serde.from_bytes(key_bytes)
-            message = value_bytes if msg_serde is None or value_bytes is None else msg_serde.from_bytes(value_bytes)
+            key = key_bytes if key_dec is None or key_bytes is None else key_dec(key_bytes)
+            message = value_bytes if msg_dec is None or value_bytes is None else msg_dec(value_bytes)
         except Exception as e:
             self._deserialization_failed(ssp, offset, e)
             return
         size = (len(key_bytes) if key_bytes else 0) + (len(value_bytes) if value_bytes else 0)
         envelope = IncomingMessageEnvelope(ssp, offset, key, message, size, ts)
-        inline = self._inline
-        if inline is not None:
-            self._process_inline(inline, envelope)
-            return
         coordinator = ReadableCoordinator()
         cb = TaskCallbackImpl(self._deliver, self.callbacks.new_seq(), ssp, offset, coordinator, time.perf_counter_ns())
         self.state.messages_in_flight += 1
@@ -139,25 +115,6 @@ class TaskInstance:
         if self._timeout_s:
             cb.timer = self._loop.call_later(self._timeout_s, self._timed_out, cb)
         self.runnable.process_async(envelope, self.collector, coordinator, cb)
-
-    def _process_inline(self, process: Callable[..., None], envelope: IncomingMessageEnvelope) -> None:
-        """A synchronous task on the loop thread: complete when ``process`` returns, so the
-        callback machinery (sequence numbers, thread hand-off) has nothing to do and is skipped."""
-        coordinator = self._coordinator
-        self.m_process_calls.count += 1
-        started = time.perf_counter_ns()
-        try:
-            process(envelope, self.collector, coordinator)
-        except Exception as e:
-            if not self._is_ignored(e):
-                self._on_abort(self.failure(e, envelope.system_stream_partition, envelope.offset))
-                return
-        self.m_process_ns.update(time.perf_counter_ns() - started)
-        self.last_processed[envelope.system_stream_partition] = envelope.offset
-        self.m_processed.count += 1
-        if coordinator.commit_requested or coordinator.shutdown_requested:
-            self._coordinator = ReadableCoordinator()
-            self._on_requests(self, coordinator)
 
     @property
     def windowable(self) -> bool:
@@ -179,6 +136,8 @@ class TaskInstance:
         if process is None:  # runs on asyncio or calls back: one message through the callback path
             self.dispatch(ssp, first)
             return 1
+        # A sync task on the loop thread completes when process returns: the callback machinery
+        # (sequence numbers, thread hand-off) has nothing to do and is skipped.
         key_dec, msg_dec = self._decoders[ssp]
         collector = self.collector
         coordinator = self._coordinator
@@ -240,13 +199,7 @@ class TaskInstance:
             log.warning("task %r: dropped %s offset %d: cannot deserialize: %s", self.name, ssp, offset, error)
             self._complete_skipped(ssp, offset)
             return True
-        self._on_abort(
-            SerdeError(
-                f"cannot deserialize the message at {ssp} offset {offset} for task {self.name!r}: "
-                f"{type(error).__name__}: {error} "
-                "(check streams.<id>.samza.key.serde / msg.serde, or set task.drop.deserialization.errors=true)"
-            )
-        )
+        self._on_abort(deserialization_error(self.name, ssp, offset, error))
         return False
 
     def _complete_skipped(self, ssp: SystemStreamPartition, offset: int) -> None:

@@ -63,22 +63,25 @@ class TaskState:
             return WorkerOp.WINDOW if idle else WorkerOp.NO_OP
         if self.end_of_stream and not self.pending:
             return WorkerOp.END_OF_STREAM if idle else WorkerOp.NO_OP
-        if self.pending and not busy and not self.stopping and self.messages_in_flight < self.max_concurrency:
+        if self.pending and self._may_process():
             return WorkerOp.PROCESS
         return WorkerOp.NO_OP
 
+    def _may_process(self) -> bool:
+        """Whether one more message may start now, the rule ``next_op`` applies to PROCESS."""
+        return not (
+            self.complete
+            or self.need_commit
+            or self.need_window
+            or self.window_in_flight
+            or self.commit_in_flight
+            or self.stopping
+        ) and (self.messages_in_flight < self.max_concurrency)
+
     def can_process(self) -> bool:
-        """``next_op`` would say PROCESS for a message if one were pending (and nothing is)."""
-        return (
-            not self.pending
-            and not self.need_commit
-            and not self.need_window
-            and not self.window_in_flight
-            and not self.commit_in_flight
-            and not self.stopping
-            and not self.complete
-            and self.messages_in_flight < self.max_concurrency
-        )
+        """``next_op`` would say PROCESS for a message if one were pending (and nothing is): the
+        loop may hand the task a message straight from the chooser."""
+        return not self.pending and self._may_process()
 
     @property
     def idle(self) -> bool:

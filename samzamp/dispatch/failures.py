@@ -4,9 +4,9 @@
 from __future__ import annotations
 
 from samzamp.api.envelope import SystemStreamPartition
-from samzamp.api.errors import TaskError
+from samzamp.api.errors import SerdeError, TaskError
 
-__all__ = ["is_ignored", "task_failure"]
+__all__ = ["deserialization_error", "is_ignored", "task_failure"]
 
 
 def is_ignored(error: BaseException, ignored: tuple[str, ...]) -> bool:
@@ -30,3 +30,12 @@ def task_failure(
     err = TaskError(f"task {task_name!r} failed{where}: {type(error).__name__}: {error}")
     err.__cause__ = error
     return err
+
+
+def deserialization_error(task_name: str, ssp: SystemStreamPartition, offset: int, error: Exception) -> SerdeError:
+    """A message that cannot be decoded (and task.drop.deserialization.errors is off)."""
+    return SerdeError(
+        f"cannot deserialize the message at {ssp} offset {offset} for task {task_name!r}: "
+        f"{type(error).__name__}: {error} "
+        "(check streams.<id>.samza.key.serde / msg.serde, or set task.drop.deserialization.errors=true)"
+    )

@@ -26,13 +26,13 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
 from samzamp.api.envelope import SystemStream
-from samzamp.api.errors import ConfigError, SystemFailureError
+from samzamp.api.errors import SystemFailureError
 from samzamp.config.settings import JobSettings, StoreSettings
 from samzamp.serde.registry import SerdeRegistry
 from samzamp.storage.dirs import lock_store_dir, store_dir, unlock_store_dir
@@ -82,21 +82,22 @@ class TaskStorage:
         settings: JobSettings,
         changelog_partition: int,
         bootstrap: dict[str, str],
-        changelog_producer: ChangelogSink | None,
+        changelog_producers: Mapping[str, ChangelogSink],
     ) -> None:
         self.task_name = task_name
         self._settings = settings
         self._partition = changelog_partition
         self._bootstrap = bootstrap
-        self._producer = changelog_producer
+        self._producers = changelog_producers  # by system
         self._serdes = SerdeRegistry(settings.serializers)
         self.stores: dict[str, LmdbKeyValueStore] = {}
         self._offsets: dict[str, int] = {}
         self._locks: list[int] = []
 
-    @property
-    def logged(self) -> bool:
-        return any(s.changelog is not None for s in self._settings.stores.values())
+    def producers(self) -> list[ChangelogSink]:
+        """The changelog producers this task's stores write through (its commit flushes them)."""
+        systems = {s.changelog.system for s in self._settings.stores.values() if s.changelog is not None}
+        return [self._producers[s] for s in sorted(systems)]
 
     def _changelog_name(self, cl: SystemStream) -> str:
         return f"{cl.system}.{cl.stream}.{self._partition}"
@@ -119,10 +120,6 @@ class TaskStorage:
             return RestoreReport(st.name, self.task_name, 0, 0, False, None, -1, 0.0)
 
         cl = st.changelog
-        if self._settings.systems[cl.system].factory != "kafka":
-            raise ConfigError(
-                f"stores.{st.name}.changelog", f"system {cl.system!r} is not Kafka; changelogs need Kafka"
-            )
         transactional = self._settings.transactional_restore
         cut = int(markers.get(st.name, "-1")) if transactional else None
         cl_name = self._changelog_name(cl)
@@ -199,8 +196,7 @@ class TaskStorage:
         send = self._sender(cl)
         for key in sorted(keys):
             send(key, engine.get(key))
-        producer = self._producer
-        assert producer is not None
+        producer = self._producers[cl.system]
         if producer.flush(60) != 0 or producer.take_errors():
             raise SystemFailureError(
                 f"task {self.task_name!r}: could not revert uncommitted writes in changelog {cl.system}.{cl.stream}"
@@ -208,11 +204,8 @@ class TaskStorage:
         return len(keys)
 
     def _sender(self, cl: SystemStream) -> Callable[[bytes, bytes | None], None]:
-        producer = self._producer
-        if producer is None:
-            raise SystemFailureError("a changelogged store needs a changelog producer")
         topic, partition = cl.stream, self._partition
-        send = producer.send
+        send = self._producers[cl.system].send
 
         def to_changelog(key: bytes, value: bytes | None) -> None:
             send(topic, partition, key, value)
@@ -229,8 +222,7 @@ class TaskStorage:
             if st.changelog is None:
                 store.commit(-1)
                 continue
-            assert self._producer is not None
-            newest = self._producer.newest(st.changelog.stream, self._partition)
+            newest = self._producers[st.changelog.system].newest(st.changelog.stream, self._partition)
             offset = max(self._offsets[name], -1 if newest is None else newest)
             store.commit(offset)
             write_offset_file(store.engine.path, self._changelog_name(st.changelog), offset)

@@ -13,6 +13,7 @@ from typing import Protocol
 from samzamp.api.envelope import SystemStreamPartition
 
 __all__ = [
+    "Flushable",
     "OLDEST",
     "UPCOMING",
     "RawMessage",
@@ -49,7 +50,17 @@ class SystemConsumer(Protocol):
     def stop(self) -> None: ...
 
 
-class SystemProducer(Protocol):
+class Flushable(Protocol):
+    """What a commit needs of a producer: a barrier and the failures behind it."""
+
+    def flush(self, timeout_s: float) -> int:
+        """Wait until every message sent so far is acknowledged or failed; return how many are still queued."""
+
+    def take_errors(self) -> list[str]:
+        """Delivery failures since the last call (each names the stream and the reason)."""
+
+
+class SystemProducer(Flushable, Protocol):
     def send(
         self,
         stream: str,
@@ -59,12 +70,6 @@ class SystemProducer(Protocol):
         partition_key: bytes | None,
     ) -> None:
         """Queue one message (``partition`` pins it; else ``partition_key``, else the key, chooses)."""
-
-    def flush(self, timeout_s: float) -> int:
-        """Wait until every message sent so far is acknowledged or failed; return how many are still queued."""
-
-    def take_errors(self) -> list[str]:
-        """Delivery failures since the last call (each names the stream and the reason)."""
 
     def stop(self) -> None: ...
 

@@ -40,6 +40,14 @@ def produce(bootstrap: str, topic: str, partitions: int, count: int, start: int 
     assert p.flush(30) == 0
 
 
+def produced_offsets(count: int, partitions: int) -> dict[int, set[int]]:
+    """Partition -> the offsets ``produce`` wrote ``count`` messages to (round robin over partitions)."""
+    per: dict[int, set[int]] = {p: set() for p in range(partitions)}
+    for i in range(count):
+        per[i % partitions].add(i // partitions)
+    return per
+
+
 def seed_input(bootstrap: str, topic: str, partitions: int, count: int) -> None:
     """A new input topic holding ``count`` messages (see ``produce``)."""
     create_topic(bootstrap, topic, partitions)

@@ -14,6 +14,7 @@ from kafka_util import (
     Container,
     count_lines,
     job_toml,
+    produced_offsets,
     read_checkpoints,
     records,
     seed_input,
@@ -39,10 +40,7 @@ def _gone(procs: list[psutil.Process], timeout: float) -> list[psutil.Process]:
 
 
 def _expected(n: int) -> set[tuple[int, int]]:
-    per = defaultdict(set)
-    for i in range(n):
-        per[i % PARTITIONS].add(i // PARTITIONS)
-    return {(p, o) for p, offs in per.items() for o in offs}
+    return {(p, o) for p, offs in produced_offsets(n, PARTITIONS).items() for o in offs}
 
 
 def _job(tmp_path: Path, unique: str, topic: str, task: str = "OrderTask") -> tuple[Path, Path]:

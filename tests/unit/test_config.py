@@ -780,6 +780,15 @@ STORE = {"stores.counts.factory": "lmdb", "stores.counts.key.serde": "string", "
         ({"stores.counts.factory": "rocksdb"}, None, "stores.counts.factory"),
         ({"stores.counts.changelog": "nosuch.counts-log"}, None, "stores.counts.changelog"),
         ({"stores.counts.changelog": "kafka."}, None, "stores.counts.changelog"),
+        (
+            {
+                "stores.counts.changelog": "mem.log",
+                "systems.mem.samza.factory": "inmemory",
+                "job.default.system": "kafka",
+            },
+            None,
+            "stores.counts.changelog",
+        ),
         ({"stores.counts.lmdb.map.size": 10}, None, "stores.counts.lmdb.map.size"),
         ({"stores.counts.lmdb.mapsize": 10}, None, "stores.counts.lmdb.mapsize"),  # a typo
     ],

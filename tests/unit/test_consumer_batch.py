@@ -35,6 +35,8 @@ def test_every_message_once_in_partition_order(batch: int) -> None:
     for partition, offset in result.messages("out"):
         seen.setdefault(partition, []).append(offset)
     assert seen == {p: list(range(1000)) for p in range(3)}
+    for p in range(3):  # the per-SSP offset gauge follows what was processed
+        assert result.metrics[f"TaskName-Partition {p}"][f"test-in-{p}-offset"] == 999
 
 
 class CommitEveryTenth(StreamTask, CheckpointListenerTask):

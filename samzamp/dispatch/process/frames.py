@@ -5,7 +5,7 @@ ring record. Nothing is pickled: frames carry only ints, strings, bytes and list
 
 Loop -> worker: ``Process`` (a batch of one task's messages), ``Window``, ``EndOfStream``, ``Commit``,
 ``Checkpointed``, ``Stop``. Worker -> loop: ``Ready``, ``Processed``, ``Requested``, ``WindowDone``,
-``EndOfStreamDone``, ``CommitReady``, ``Failed``, ``Stats``, ``Stopped``.
+``EndOfStreamDone``, ``CommitReady``, ``Failed``, ``Stopped``.
 
 The worker answers each loop frame of one task in the order it got them, so the loop can match answers
 to requests by task alone. Tasks are named by their index in ``WorkerSpec.tasks``; SSPs by their index
@@ -32,7 +32,6 @@ __all__ = [
     "Processed",
     "Ready",
     "Requested",
-    "Stats",
     "Stop",
     "Stopped",
     "TaskSpec",
@@ -167,17 +166,12 @@ class Failed(_Frame):
     message: str
 
 
-class Stats(_Frame):
-    messages: int
-    busy_ns: int
-
-
 class Stopped(_Frame):
     pass
 
 
 FromLoop = Process | Window | EndOfStream | Commit | Checkpointed | Stop
-FromWorker = Ready | Processed | Requested | WindowDone | EndOfStreamDone | CommitReady | Failed | Stats | Stopped
+FromWorker = Ready | Processed | Requested | WindowDone | EndOfStreamDone | CommitReady | Failed | Stopped
 
 _encoder = msgspec.msgpack.Encoder()
 encode = _encoder.encode

@@ -225,8 +225,6 @@ class WorkerPool:
         elif isinstance(frame, f.Ready):
             if w.ready is not None and not w.ready.done():
                 w.ready.set_result(None)
-        elif isinstance(frame, f.Stats):
-            pass  # counted from Processed frames already
         elif isinstance(frame, f.Stopped):
             if w.stopped is not None and not w.stopped.done():
                 w.stopped.set_result(None)

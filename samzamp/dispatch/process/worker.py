@@ -29,13 +29,13 @@ import msgspec
 
 from samzamp.api.context import TaskContext
 from samzamp.api.envelope import IncomingMessageEnvelope, SystemStreamPartition
-from samzamp.api.errors import SerdeError, SystemFailureError
+from samzamp.api.errors import SystemFailureError
 from samzamp.api.task import CheckpointListenerTask, ClosableTask, EndOfStreamListenerTask, InitableTask, WindowableTask
 from samzamp.collect.collector import TaskCollector
 from samzamp.config import load_config, validate
 from samzamp.config.validate import load_task_class
 from samzamp.container.coordinator import ReadableCoordinator
-from samzamp.dispatch.failures import is_ignored, task_failure
+from samzamp.dispatch.failures import deserialization_error, is_ignored, task_failure
 from samzamp.dispatch.process import frames as f
 from samzamp.ipc import PeerGone, attach_ring
 from samzamp.metrics.registry import Counter
@@ -88,17 +88,6 @@ class WorkerTask:
         self.storage: TaskStorage | None = None
 
 
-def _requests(c: ReadableCoordinator) -> tuple[bool, bool, bool, bool]:
-    from samzamp.api.collector import RequestScope
-
-    return (
-        c.commit_requested,
-        c.commit_requested and c.commit_scope is RequestScope.ALL_TASKS_IN_CONTAINER,
-        c.shutdown_requested,
-        c.shutdown_requested and c.shutdown_scope is RequestScope.ALL_TASKS_IN_CONTAINER,
-    )
-
-
 class Worker:
     def __init__(self, spec: f.WorkerSpec) -> None:
         self.spec = spec
@@ -110,16 +99,14 @@ class Worker:
         self.settings = validate(load_config(None, spec.config))
         self.serdes = StreamSerdes(self.settings)
         self.producers: dict[str, SystemProducer] = {}
-        self.changelog: ChangelogProducer | None = None
+        self.changelogs: dict[str, ChangelogProducer] = {}
         self.tasks: list[WorkerTask] = []
         self.out: list[bytes] = []
-        self.messages = 0
-        self.busy_ns = 0
-        self.stats_due = time.monotonic() + 1.0
 
     # -- set-up -------------------------------------------------------------------------------
     def start(self) -> None:
         from samzamp.systems.kafka import KafkaSystemProducer
+        from samzamp.systems.kafka.changelog import changelog_producers
 
         for name, s in self.settings.systems.items():
             if s.factory != "kafka":
@@ -127,13 +114,8 @@ class Worker:
                 raise SystemFailureError(msg)
             self.producers[name] = KafkaSystemProducer(name, str(s.bootstrap_servers), s.producer)
         task_class = load_task_class(self.settings.task.task_class)
-        logged = [s for s in self.settings.stores.values() if s.changelog is not None]
-        if logged:
-            from samzamp.systems.kafka.changelog import ChangelogProducer
-
-            system = self.settings.systems[logged[0].changelog.system]  # type: ignore[union-attr]
-            self.changelog = ChangelogProducer(str(system.bootstrap_servers), system.producer)
         bootstrap = {n: str(s.bootstrap_servers) for n, s in self.settings.systems.items()}
+        self.changelogs = changelog_producers(self.settings, bootstrap)
         for ts in self.spec.tasks:
             task = task_class()
             collector = TaskCollector(
@@ -147,9 +129,8 @@ class Worker:
             wt = WorkerTask(ts, task, collector, self.serdes, self.settings)
             stores: dict[str, Any] = {}
             if self.settings.stores:
-                wt.storage = TaskStorage(ts.name, self.settings, ts.changelog_partition, bootstrap, self.changelog)
-                if self.changelog is not None:
-                    collector.producers_used.add(self.changelog)  # type: ignore[arg-type]  # flushed at commit
+                wt.storage = TaskStorage(ts.name, self.settings, ts.changelog_partition, bootstrap, self.changelogs)
+                collector.producers_used.update(wt.storage.producers())  # flushed at commit
                 wt.storage.open(ts.markers)
                 stores = dict(wt.storage.stores)
             if isinstance(task, InitableTask):
@@ -187,10 +168,6 @@ class Worker:
                 elif isinstance(frame, f.Stop):
                     self._stop()
                     return
-            now = time.monotonic()
-            if now >= self.stats_due:
-                self.stats_due = now + 1.0
-                self.out.append(f.encode(f.Stats(self.messages, self.busy_ns)))
             if self.out:
                 self.tx.send_many(self.out)
                 self.out.clear()
@@ -225,14 +202,7 @@ class Worker:
                     count += 1
                     continue
                 self._report_processed(t, frame.epoch, count, total_ns, max_ns)
-                self.fail(
-                    t,
-                    SerdeError(
-                        f"cannot deserialize the message at {ssp} offset {offset} for task {wt.name!r}: "
-                        f"{type(e).__name__}: {e} "
-                        "(check streams.<id>.samza.key.serde / msg.serde, or set task.drop.deserialization.errors=true)"
-                    ),
-                )
+                self.fail(t, deserialization_error(wt.name, ssp, offset, e))
             size = (len(key_bytes) if key_bytes else 0) + (len(value_bytes) if value_bytes else 0)
             started = clock()
             try:
@@ -248,14 +218,12 @@ class Worker:
             count += 1
             if coordinator.commit_requested or coordinator.shutdown_requested:
                 self._report_processed(t, frame.epoch, count, total_ns, max_ns)
-                self.out.append(f.encode(f.Requested(t, frame.epoch, *_requests(coordinator))))
+                self.out.append(f.encode(f.Requested(t, frame.epoch, *coordinator.flags())))
                 wt.skip_epoch = frame.epoch
                 return
         self._report_processed(t, frame.epoch, count, total_ns, max_ns)
 
     def _report_processed(self, t: int, epoch: int, count: int, total_ns: int, max_ns: int) -> None:
-        self.messages += count
-        self.busy_ns += total_ns
         self.out.append(f.encode(f.Processed(t, epoch, count, total_ns, max_ns)))
 
     def _window(self, t: int) -> None:
@@ -268,7 +236,7 @@ class Worker:
             except Exception as e:
                 if not is_ignored(e, wt.ignored):
                     self.fail(t, task_failure(wt.name, e))
-        self.out.append(f.encode(f.WindowDone(t, time.perf_counter_ns() - started, *_requests(coordinator))))
+        self.out.append(f.encode(f.WindowDone(t, time.perf_counter_ns() - started, *coordinator.flags())))
 
     def _end_of_stream(self, t: int) -> None:
         wt = self.tasks[t]
@@ -279,7 +247,7 @@ class Worker:
             except Exception as e:
                 self.fail(t, task_failure(wt.name, e))
         coordinator.shutdown()
-        self.out.append(f.encode(f.EndOfStreamDone(t, *_requests(coordinator))))
+        self.out.append(f.encode(f.EndOfStreamDone(t, *coordinator.flags())))
 
     def _commit(self, t: int) -> None:
         """Commit steps 1, 3, 4 for task ``t`` (see samzamp.commit.pipeline): the loop took step 2."""
@@ -325,8 +293,8 @@ class Worker:
                 wt.storage.close()
         for p in self.producers.values():
             p.stop()
-        if self.changelog is not None:
-            self.changelog.stop()
+        for c in self.changelogs.values():
+            c.stop()
         self.out.append(f.encode(f.Stopped()))
         self.tx.send_many(self.out)
         self.out.clear()

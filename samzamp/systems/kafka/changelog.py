@@ -7,15 +7,18 @@ Ends are found by reading to the partition-EOF event, never with ListOffsets (Ta
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
 
 from samzamp.api.errors import SystemFailureError
 from samzamp.systems.kafka.codes import PARTITION_EOF
 
-__all__ = ["ChangelogProducer", "read_changelog"]
+if TYPE_CHECKING:
+    from samzamp.config.settings import JobSettings
+
+__all__ = ["ChangelogProducer", "changelog_producers", "read_changelog"]
 
 
 class ChangelogProducer:
@@ -79,6 +82,12 @@ class ChangelogProducer:
         self._producer.flush(10)
         self._stopping = True
         self._thread.join(timeout=2)
+
+
+def changelog_producers(settings: JobSettings, bootstrap: Mapping[str, str]) -> dict[str, ChangelogProducer]:
+    """One changelog producer for each system that carries a store's changelog (none: no changelogs)."""
+    systems = sorted({st.changelog.system for st in settings.stores.values() if st.changelog is not None})
+    return {s: ChangelogProducer(bootstrap[s], settings.systems[s].producer) for s in systems}
 
 
 def read_changelog(

@@ -1,0 +1,51 @@
+"""What every task the run loop drives keeps, wherever it runs: its name and inputs, its readiness
+state, its offsets (processed and checkpointed) and its metrics under Samza's names.
+
+``TaskInstance`` (inline or on asyncio) and ``RemoteTaskInstance`` (in a worker) build on it.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from samzamp.api.envelope import SystemStreamPartition
+from samzamp.container.task_state import TaskState
+from samzamp.metrics.registry import Gauge, MetricsRegistry
+
+__all__ = ["TaskBase"]
+
+
+class TaskBase:
+    def __init__(
+        self,
+        name: str,
+        ssps: frozenset[SystemStreamPartition],
+        max_concurrency: int,
+        checkpointed: dict[SystemStreamPartition, int],
+        drop_producer_errors: bool,
+        metrics: MetricsRegistry,
+    ) -> None:
+        self.name = name
+        self.ssps = ssps
+        self.state = TaskState(max_concurrency)
+        self.checkpointed = dict(checkpointed)
+        self.last_processed = dict(checkpointed)  # last processed offset per SSP (the low watermark)
+        self.processing_ssps = set(ssps)  # SSPs not yet at end of stream
+        self.drop_producer_errors = drop_producer_errors
+        group = f"TaskName-{name}"
+        self.m_process_calls = metrics.counter(group, "process-calls")
+        self.m_processed = metrics.counter(group, "messages-actually-processed")
+        self.m_window_calls = metrics.counter(group, "window-calls")
+        self.m_commit_calls = metrics.counter(group, "commit-calls")
+        self.m_process_ns = metrics.timer("SamzaContainerMetrics", "process-ns")
+        self.m_window_ns = metrics.timer("SamzaContainerMetrics", "window-ns")
+        self.m_commit_ns = metrics.timer("SamzaContainerMetrics", "commit-ns")
+        metrics.gauge(group, "messages-in-flight", fn=lambda: self.state.messages_in_flight)
+        metrics.gauge(group, "pending-messages", fn=lambda: len(self.state.pending))
+        self.checkpointed_gauges: dict[SystemStreamPartition, Gauge] = {}
+        for ssp in ssps:
+            label = f"{ssp.system}-{ssp.stream}-{ssp.partition}"
+            metrics.gauge(group, f"{label}-offset", fn=functools.partial(self.last_processed.get, ssp))
+            self.checkpointed_gauges[ssp] = metrics.gauge("OffsetManagerMetrics", f"{label}-checkpointed-offset")
+            if ssp in checkpointed:
+                self.checkpointed_gauges[ssp].set(checkpointed[ssp])
