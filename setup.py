@@ -36,6 +36,9 @@ setup(
         "console_scripts": [
             "samzamp-container=samzamp.cli.container:main",
             "samzamp-broker=samzamp.cli.broker:main",
+            "samzamp-drain=samzamp.cli.drain:main",
+            "samzamp-compact-changelog=samzamp.cli.compact_changelog:main",
+            "samzamp-restore-stores=samzamp.cli.restore_stores:main",
         ]
     },
 )

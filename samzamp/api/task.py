@@ -11,7 +11,7 @@ Concurrency contract (the seeds' happens-before rules, enforced by the container
   event loop (or, for a synchronous task with job.container.thread.pool.size >= 2, from the one worker
   process that owns the task).
 - With task.max.concurrency = 1, a message's completion happens before the next process call.
-- window(), commit and on_end_of_stream run only when no process call of the task is in flight, and
+- window(), commit, on_end_of_stream and on_drain run only when no process call of the task is in flight, and
   no process call starts until they are done.
 """
 
@@ -31,6 +31,7 @@ __all__ = [
     "AsyncStreamTask",
     "CheckpointListenerTask",
     "ClosableTask",
+    "DrainListenerTask",
     "EndOfStreamListenerTask",
     "InitableTask",
     "StreamTask",
@@ -117,6 +118,20 @@ class EndOfStreamListenerTask(ABC):
     @abstractmethod
     def on_end_of_stream(self, collector: MessageCollector, coordinator: TaskCoordinator) -> None:
         """All inputs ended. The task then votes to shut down; call coordinator.commit() to checkpoint."""
+
+
+class DrainListenerTask(ABC):
+    """A task told when the job is drained (``bin/samzamp-drain``; Samza's DrainListenerTask).
+
+    On a drain the container stops fetching, the task processes every message the container had
+    already fetched for it, and then, in this order: ``window()`` once more if the task is windowable
+    (the watermark went to infinity: emit what windows hold), ``on_drain``, a final blocking commit,
+    and ``close()``. The container exits 0 once every task is drained.
+    """
+
+    @abstractmethod
+    def on_drain(self, collector: MessageCollector, coordinator: TaskCoordinator) -> None:
+        """Every input of the task is drained: emit what is left. No process call is in flight."""
 
 
 class CheckpointListenerTask(ABC):

@@ -13,7 +13,14 @@ from samzamp.api.envelope import SystemStream
 from samzamp.api.errors import ConfigError
 from samzamp.config.config import Config
 
-__all__ = ["JobSettings", "StreamSettings", "SystemSettings", "TaskSettings", "checkpoint_topic_name"]
+__all__ = [
+    "JobSettings",
+    "StreamSettings",
+    "SystemSettings",
+    "TaskSettings",
+    "checkpoint_topic_name",
+    "coordinator_stream_name",
+]
 
 _GROUPERS = {
     "GroupByPartition": "GroupByPartition",
@@ -41,6 +48,7 @@ class TaskSettings:
     commit_ms: int
     max_concurrency: int
     callback_timeout_ms: int
+    drain_callback_timeout_ms: int
     shutdown_ms: int
     max_idle_ms: int
     poll_interval_ms: int
@@ -93,6 +101,11 @@ def checkpoint_topic_name(job_name: str, job_id: str) -> str:
     return f"__samza_checkpoint_ver_1_for_{job_name.replace('_', '-')}_{job_id.replace('_', '-')}"
 
 
+def coordinator_stream_name(job_name: str, job_id: str) -> str:
+    """Samza's coordinator stream name (underscores in name and id become dashes)."""
+    return f"__samza_coordinator_{job_name.replace('_', '-')}_{job_id.replace('_', '-')}"
+
+
 @dataclass(frozen=True)
 class JobSettings:
     """Everything the container reads from the config, validated."""
@@ -118,6 +131,12 @@ class JobSettings:
     logged_store_base_dir: str = "state"
     non_logged_store_base_dir: str = "state"
     transactional_restore: bool = True
+    coordinator_system: str = ""
+    coordinator_topic: str = ""
+    coordinator_replication_factor: int = 1
+    run_id: str | None = None  # app.run.id: None means generated (or continued) at start
+    drain_monitor_enabled: bool = True
+    drain_monitor_poll_ms: int = 10000
 
     @classmethod
     def from_config(cls, config: Config) -> JobSettings:
@@ -175,6 +194,13 @@ class JobSettings:
                 f"names system {checkpoint_system!r}, which has no systems.{checkpoint_system}.samza.factory",
             )
 
+        coordinator_system = config.get_str("job.coordinator.system") or checkpoint_system
+        if coordinator_system not in systems:
+            raise ConfigError(
+                "job.coordinator.system",
+                f"names system {coordinator_system!r}, which has no systems.{coordinator_system}.samza.factory",
+            )
+
         serializers = {
             key[len("serializers.registry.") : -len(".class")]: str(config[key])
             for key in config
@@ -203,6 +229,12 @@ class JobSettings:
             transactional_restore=config.get_bool("task.transactional.state.restore.enabled", True),
             systems=systems,
             serializers=serializers,
+            coordinator_system=coordinator_system,
+            coordinator_topic=coordinator_stream_name(name, job_id),
+            coordinator_replication_factor=config.get_int("job.coordinator.replication.factor", 1),
+            run_id=config.get_str("app.run.id") or None,
+            drain_monitor_enabled=config.get_bool("job.drain-monitor.enabled", True),
+            drain_monitor_poll_ms=config.get_int("job.drain-monitor.poll.interval.ms", 10000),
         )
 
     def stream(self, system_stream: SystemStream) -> StreamSettings:
@@ -375,6 +407,7 @@ def _task(config: Config, systems: dict[str, SystemSettings]) -> TaskSettings:
         commit_ms=config.get_int("task.commit.ms", 60000),
         max_concurrency=config.get_int("task.max.concurrency", 1),
         callback_timeout_ms=config.get_int("task.callback.timeout.ms", -1),
+        drain_callback_timeout_ms=config.get_int("task.callback.drain.timeout.ms", -1),
         shutdown_ms=config.get_int("task.shutdown.ms", 30000),
         max_idle_ms=config.get_int("task.max.idle.ms", 10),
         poll_interval_ms=config.get_int("task.poll.interval.ms", 50),

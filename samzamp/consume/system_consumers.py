@@ -10,6 +10,10 @@ buffer passes its share of task.fetch.threshold is paused at the consumer until 
 
 Flow control (Samza's): the chooser holds at most one envelope per SSP; the SSP's next envelope is
 handed over only when the loop calls ``try_update(ssp)``, i.e. when its task takes the previous one.
+
+Control markers travel in the buffers as raw messages with a negative offset, in order with the
+data: ``END_OF_STREAM`` (a bounded partition ended), and on a drain ``WATERMARK_MAX`` (the SSP's
+watermark goes to infinity) followed by ``DRAIN`` (nothing more will come from this SSP).
 """
 
 from __future__ import annotations
@@ -25,12 +29,16 @@ from samzamp.choose.round_robin import RoundRobinChooser
 from samzamp.metrics.registry import MetricsRegistry
 from samzamp.systems.base import RawMessage, SystemConsumer
 
-__all__ = ["END_OF_STREAM", "SystemConsumers"]
+__all__ = ["DRAIN", "END_OF_STREAM", "WATERMARK_MAX", "SystemConsumers"]
 
 log = logging.getLogger(__name__)
 
 # A bounded system (in-memory) marks the end of a partition with this offset.
 END_OF_STREAM = -1
+# Appended by ``drain()`` after what each SSP had buffered: the watermark goes to infinity ...
+WATERMARK_MAX = -2
+# ... and the SSP is drained.
+DRAIN = -3
 
 
 class SystemConsumers:
@@ -60,6 +68,11 @@ class SystemConsumers:
         self._on_data: Callable[[], None] = lambda: None
         self._on_error: Callable[[BaseException], None] = lambda e: None
         self.fetching = True
+        self.draining = False
+        # Offset of the newest message fetched per SSP (what a drain must still process), and the
+        # SSPs whose bounded input ended (a drain leaves them alone).
+        self._fetched_upto: dict[SystemStreamPartition, int] = {}
+        self._ended: set[SystemStreamPartition] = set()
         self._chose = metrics.counter("SystemConsumersMetrics", "chose-object")
         self._polls = metrics.counter("SystemConsumersMetrics", "polls")
         metrics.gauge("SystemConsumersMetrics", "unprocessed-messages", fn=self.buffered)
@@ -87,6 +100,26 @@ class SystemConsumers:
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=5)
 
+    def drain(self) -> tuple[dict[SystemStreamPartition, int | None], set[SystemStreamPartition]]:
+        """Stop fetching and append ``WATERMARK_MAX`` and ``DRAIN`` after what each SSP already
+        buffered (Samza's SystemConsumers.drain), so everything fetched is still processed and
+        then each SSP reports drained. SSPs whose bounded input ended get no markers.
+
+        Loop thread. Returns the drain point (the newest offset fetched per SSP, None when nothing
+        was fetched in this run) and the SSPs that got markers.
+        """
+        self.draining = True
+        self.stop_fetching()  # after this no thread appends to the buffers
+        marked = set()
+        for ssp, buf in self._buffers.items():
+            if ssp in self._ended:
+                continue
+            buf.append((WATERMARK_MAX, None, None, 0))
+            buf.append((DRAIN, None, None, 0))
+            marked.add(ssp)
+        self._on_fetched(sorted(marked))  # the chooser may be waiting for some of them
+        return {s: self._fetched_upto.get(s) for s in sorted(marked)}, marked
+
     def stop(self) -> None:
         self.stop_fetching()
         for c in self._consumers.values():
@@ -98,10 +131,18 @@ class SystemConsumers:
         self._apply_backpressure()
         got: list[SystemStreamPartition] = []
         buffers = self._buffers
+        upto = self._fetched_upto
         for c in self._consumers.values():
             for ssp, msgs in c.poll(timeout_s).items():
                 buffers[ssp].extend(msgs)
                 got.append(ssp)
+                last = msgs[-1][0]
+                if last >= 0:
+                    upto[ssp] = last
+                elif last == END_OF_STREAM:
+                    self._ended.add(ssp)
+                    if len(msgs) > 1:
+                        upto[ssp] = msgs[-2][0]
         self._polls.count += 1
         return got
 

@@ -1,9 +1,10 @@
 """SamzaContainer: builds the object graph from the config and runs it, in Samza's start-up order.
 
 Start: validate config -> systems (embedded broker when a Kafka system names no brokers) -> create
-missing topics -> group SSPs into tasks -> read checkpoints -> starting offsets -> consumers ->
-task instances (init) -> run loop. Stop: final commit (by the run loop) -> close tasks -> stop
-consumers, flush producers -> stop the embedded broker.
+missing topics -> publish the run id -> group SSPs into tasks -> read checkpoints -> starting offsets
+-> consumers -> task instances (init) -> drain monitor -> run loop. Stop: final commit (by the run
+loop) -> close tasks -> record how the run ended (and after a drain, delete its notifications) ->
+stop consumers, flush producers -> stop the embedded broker.
 """
 
 from __future__ import annotations
@@ -28,9 +29,13 @@ from samzamp.container.remote_task_instance import RemoteTaskInstance
 from samzamp.container.run_loop import RunLoop
 from samzamp.container.task_instance import TaskInstance
 from samzamp.coordinator.grouper import group
+from samzamp.coordinator.metadata_store import CoordinatorStreamStore
+from samzamp.coordinator.run_id import RUN_NAMESPACE, RunRecord, RunState, end_run, start_run
 from samzamp.dispatch.adapters import CoroutineAdapter, adapt_task
 from samzamp.dispatch.process.frames import TaskSpec
 from samzamp.dispatch.process.pool import WorkerPool, assign_tasks
+from samzamp.drain.monitor import DrainMonitor
+from samzamp.drain.notification import DRAIN_NAMESPACE, cleanup
 from samzamp.metrics.registry import MetricsRegistry
 from samzamp.serde.streams import StreamSerdes
 from samzamp.storage.changelog_names import changelog_partitions
@@ -69,6 +74,10 @@ class SamzaContainer:
         self._markers: dict[str, dict[str, str]] = {}
         self._changelog_partitions: dict[str, int] = {}
         self.run_loop: RunLoop | None = None
+        self.metadata: CoordinatorStreamStore | None = None
+        self.run_record: RunRecord | None = None
+        self.drain_monitor: DrainMonitor | None = None
+        self.drained = False  # the run ended with a drain
         self._bootstrap: dict[str, str] = {}
         self._serdes_of = StreamSerdes(settings)
 
@@ -168,6 +177,67 @@ class SamzaContainer:
 
     # -- run ------------------------------------------------------------------------------------
     async def run(self) -> None:
+        try:
+            await self._run()
+        except Exception as e:
+            await self._end_run(RunState.FAILED, f"failed: {e}")
+            raise
+        finally:
+            if self.drain_monitor is not None:
+                self.drain_monitor.stop()
+            await asyncio.to_thread(self._stop_systems)
+
+    async def _end_run(self, state: RunState, why: str) -> None:
+        """Record in the metadata store how this run ended (best effort on failure paths)."""
+        if self.metadata is None or self.run_record is None:
+            return
+        store = self.metadata.namespace(RUN_NAMESPACE)
+        try:
+            self.run_record = await asyncio.to_thread(end_run, store, self.run_record, state)
+            log.info("run %s %s", self.run_record.run_id, why)
+        except Exception as e:
+            log.warning("could not record that run %s %s: %s", self.run_record.run_id, why, e)
+
+    async def _start_run(self) -> None:
+        """Create the coordinator stream and publish this container's run id."""
+        st = self.settings
+        system = st.coordinator_system
+        producer = self.checkpoint_producer if system == st.checkpoint_system else None
+        # Metadata writes happen at start and at the end, never while checkpoints are written.
+        self.metadata = CoordinatorStreamStore(
+            self.admins[system],
+            producer or self.producers[system],
+            st.coordinator_topic,
+            st.coordinator_replication_factor,
+        )
+        await asyncio.to_thread(self.metadata.create_topic)
+        record, how = await asyncio.to_thread(start_run, self.metadata.namespace(RUN_NAMESPACE), st.run_id)
+        self.run_record = record
+        self.metrics.gauge("SamzaContainerMetrics", "run-id").set(record.run_id)
+        log.info("job %s-%s: run id %s (%s)", st.name, st.id, record.run_id, how)
+
+    async def _start_drain_monitor(self, run_loop: RunLoop) -> None:
+        st = self.settings
+        if not st.drain_monitor_enabled or self.metadata is None or self.run_record is None:
+            return
+        self.drain_monitor = DrainMonitor(
+            self.metadata.namespace(DRAIN_NAMESPACE),
+            self.run_record.run_id,
+            st.drain_monitor_poll_ms,
+            lambda n: run_loop.drain(n.uuid),
+        )
+        await self.drain_monitor.start()
+
+    async def _finish_drain(self) -> None:
+        """The run drained: delete its notifications (so a tool sees it done) and record it."""
+        assert self.metadata is not None
+        assert self.run_record is not None
+        store = self.metadata.namespace(DRAIN_NAMESPACE)
+        removed = await asyncio.to_thread(cleanup, store, self.run_record.run_id)
+        log.info("drain complete: removed %d drain notification(s) of run %s", removed, self.run_record.run_id)
+        await self._end_run(RunState.DRAINED, "drained")
+
+    async def _run(self) -> None:
         loop = asyncio.get_running_loop()
         started = time.monotonic()
         st = self.settings
@@ -193,6 +263,7 @@ class SamzaContainer:
             )
             await asyncio.to_thread(self._create_streams)
             await asyncio.to_thread(checkpoints.create_topic)
+            await self._start_run()
             ssps: list[SystemStreamPartition] = []
             for ss in st.task.inputs:
                 n = self.admins[ss.system].partition_counts([ss.stream])[ss.stream]
@@ -264,6 +335,7 @@ class SamzaContainer:
             self.metrics.gauge("SamzaContainerMetrics", "container-startup-time").set(
                 round(time.monotonic() - started, 3)
             )
+            await self._start_drain_monitor(run_loop)
             system_consumers.start(loop, run_loop.wake, run_loop.abort)
             reporter = loop.create_task(self._report_metrics()) if st.metrics_log_interval_ms > 0 else None
             try:
@@ -271,6 +343,8 @@ class SamzaContainer:
             finally:
                 if reporter is not None:
                     reporter.cancel()
+                if self.drain_monitor is not None:
+                    self.drain_monitor.stop()
                 system_consumers.stop()
                 for ti in self.tasks:
                     if isinstance(ti.runnable, CoroutineAdapter):
@@ -281,10 +355,14 @@ class SamzaContainer:
                     ti.storage.close()
             if self.pool is not None:
                 await self.pool.stop()  # closes every task in its worker
+            self.drained = run_loop.drain_complete
+            if self.drained:
+                await self._finish_drain()
+            else:
+                await self._end_run(RunState.STOPPED, "stopped")
         finally:
             if self.pool is not None:
                 self.pool.kill()
-            await asyncio.to_thread(self._stop_systems)
 
     # -- stores ---------------------------------------------------------------------------------
     def _create_changelogs(self, tasks: int) -> None:

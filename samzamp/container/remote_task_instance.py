@@ -15,7 +15,7 @@ commit, with ``TaskState`` deciding what may run. Underneath:
   that *epoch*, and the loop takes every message still in flight back (to the front of the task's
   pending queue) and sends it again under the next epoch once the request was served. So a request
   is served right after its message, as it is inline;
-- window, end of stream and commit are frames too; the worker answers each, in order.
+- window, end of stream, drain and commit are frames too; the worker answers each, in order.
 """
 
 from __future__ import annotations
@@ -77,6 +77,7 @@ class RemoteTaskInstance(TaskBase):
         self._on_dirty = on_dirty
         self._window_done: Callable[[Any, ReadableCoordinator | None], None] | None = None
         self._eos_done: Callable[[Any, ReadableCoordinator], None] | None = None
+        self._drain_done: Callable[[Any, ReadableCoordinator], None] | None = None
         self._commit_ready: asyncio.Future[f.CommitReady] | None = None
         metrics.gauge(f"TaskName-{name}", "worker", fn=lambda: self.worker)
 
@@ -135,6 +136,12 @@ class RemoteTaskInstance(TaskBase):
             eos(
                 self, ReadableCoordinator.from_flags(frame.commit, frame.commit_all, frame.shutdown, frame.shutdown_all)
             )
+        elif isinstance(frame, f.DrainDone):
+            drained, self._drain_done = self._drain_done, None
+            assert drained is not None
+            drained(
+                self, ReadableCoordinator.from_flags(frame.commit, frame.commit_all, frame.shutdown, frame.shutdown_all)
+            )
         elif isinstance(frame, f.CommitReady):
             fut = self._commit_ready
             if fut is not None and not fut.done():
@@ -184,6 +191,10 @@ class RemoteTaskInstance(TaskBase):
     def start_end_of_stream(self, done: Callable[[Any, ReadableCoordinator], None]) -> None:
         self._eos_done = done
         self._pool.send(self.worker, f.encode(f.EndOfStream(self._index)))
+
+    def start_drain(self, done: Callable[[Any, ReadableCoordinator], None]) -> None:
+        self._drain_done = done
+        self._pool.send(self.worker, f.encode(f.Drain(self._index)))
 
     async def prepare_commit(self) -> tuple[dict[SystemStreamPartition, int], dict[str, str]]:
         offsets = dict(self.last_processed)  # step 2: nothing is in flight, so this is exact

@@ -5,8 +5,14 @@ back (the inline fast path never touches asyncio), then yields so that callbacks
 coroutine tasks and timers run. With nothing to do it waits for a wake-up (new data, a completion,
 a timer) or task.max.idle.ms.
 
-Per task, ``TaskState.next_op`` decides what may run (commit > window > end-of-stream > process);
-window and commit timers only raise flags, so they never run concurrently with process.
+Per task, ``TaskState.next_op`` decides what may run (commit > window > end-of-stream > drain >
+process); window and commit timers only raise flags, so they never run concurrently with process.
+
+Drain (``drain()``, Samza SEP-31): fetching stops and each SSP's buffer ends with a watermark marker
+and a drain marker. A task that reached the watermark marker on all its SSPs gets one more window()
+(windowable tasks); once it passed every drain marker and nothing is in flight, it gets ``on_drain``,
+then a final commit that the loop waits for, then it votes to shut down. The container stops when
+every task voted, as Samza's RunLoop does.
 """
 
 from __future__ import annotations
@@ -21,10 +27,11 @@ from typing import Any, Protocol
 
 from samzamp.api.collector import RequestScope
 from samzamp.api.envelope import SystemStreamPartition
+from samzamp.api.errors import CallbackTimeoutError
 from samzamp.commit.pipeline import commit_task
 from samzamp.commit.topic_checkpoint import TopicCheckpointManager
 from samzamp.config.settings import TaskSettings
-from samzamp.consume.system_consumers import END_OF_STREAM, SystemConsumers
+from samzamp.consume.system_consumers import DRAIN, END_OF_STREAM, WATERMARK_MAX, SystemConsumers
 from samzamp.container.coordinator import ReadableCoordinator
 from samzamp.container.task_state import TaskState, WorkerOp
 from samzamp.metrics.registry import Counter, Gauge, MetricsRegistry, Timer
@@ -43,6 +50,8 @@ class RunLoopTask(Protocol):
     ssps: frozenset[SystemStreamPartition]
     state: TaskState
     processing_ssps: set[SystemStreamPartition]
+    watermark_pending: set[SystemStreamPartition]
+    drain_pending: set[SystemStreamPartition]
     last_processed: dict[SystemStreamPartition, int]
     checkpointed: dict[SystemStreamPartition, int]
     checkpointed_gauges: dict[SystemStreamPartition, Gauge]
@@ -61,6 +70,8 @@ class RunLoopTask(Protocol):
     def start_window(self, done: Callable[[Any, ReadableCoordinator | None], None]) -> None: ...
 
     def start_end_of_stream(self, done: Callable[[Any, ReadableCoordinator], None]) -> None: ...
+
+    def start_drain(self, done: Callable[[Any, ReadableCoordinator], None]) -> None: ...
 
     async def prepare_commit(self) -> tuple[dict[SystemStreamPartition, int], dict[str, str]]: ...
 
@@ -103,6 +114,12 @@ class RunLoop:
         self._shutdown_votes: set[str] = set()
         self.error: BaseException | None = None
         self.shutdown_requested = False
+        self.draining = False
+        self.drained_tasks: dict[str, dict[SystemStreamPartition, int]] = {}  # task -> final checkpoint
+        self.drain_point: dict[SystemStreamPartition, int | None] = {}
+        self._drain_started = 0.0
+        self._drain_timers: dict[str, asyncio.TimerHandle] = {}
+        self._metrics = metrics
         self.m_envelopes = metrics.counter("SamzaContainerMetrics", "process-envelopes")
         self.m_commit_calls = metrics.counter("SamzaContainerMetrics", "commit-calls")
         self.m_window_calls = metrics.counter("SamzaContainerMetrics", "window-calls")
@@ -220,6 +237,8 @@ class RunLoop:
                 await self._shutdown()
         finally:
             self._stop_timers()
+            for h in self._drain_timers.values():
+                h.cancel()
         if self.error is not None:
             for c in self._commits:
                 c.cancel()
@@ -250,13 +269,14 @@ class RunLoop:
             progressed = True
             ssp, raw = chosen
             ti = by_ssp[ssp]
-            if raw[0] != END_OF_STREAM and ti.state.can_process():
+            if raw[0] >= 0 and ti.state.can_process():
                 # The common case: process (or hand to its worker) this envelope and the SSP's next ones.
                 envelopes.count += ti.process_run(ssp, raw, consumers.buffer(ssp), run_limit, deadline_ns)
                 consumers.try_update(ssp)
             else:
-                ti.state.pending.append(chosen)
-                envelopes.count += 1
+                ti.state.pending.append(chosen)  # behind what the task is still working on (or a marker)
+                if raw[0] >= 0:
+                    envelopes.count += 1
                 run_task(ti)
             if self.error is not None or self.shutdown_requested:
                 # A shutdown request stops new process calls right after its message; what was
@@ -290,10 +310,8 @@ class RunLoop:
             op = st.next_op()
             if op is WorkerOp.PROCESS:
                 ssp, raw = st.pending.popleft()
-                if raw[0] == END_OF_STREAM:
-                    ti.processing_ssps.discard(ssp)
-                    if not ti.processing_ssps:
-                        st.end_of_stream = True
+                if raw[0] < 0:
+                    self._control_marker(ti, ssp, raw[0])
                     continue
                 self._consumers.try_update(ssp)
                 ti.dispatch(ssp, raw)
@@ -318,8 +336,34 @@ class RunLoop:
                 except BaseException as e:
                     self.abort(e)
                 return
+            elif op is WorkerOp.DRAIN:
+                st.complete = True
+                try:
+                    ti.start_drain(self.drain_done)
+                except BaseException as e:
+                    self.abort(e)
+                return
             else:
                 return
+
+    def _control_marker(self, ti: RunLoopTask, ssp: SystemStreamPartition, marker: int) -> None:
+        """A marker reached the head of the task's queue: everything before it was dispatched."""
+        st = ti.state
+        if marker == END_OF_STREAM:
+            ti.processing_ssps.discard(ssp)
+            if not ti.processing_ssps:
+                st.end_of_stream = True
+            return
+        self._consumers.try_update(ssp)  # the drain marker follows the watermark marker
+        if marker == WATERMARK_MAX:
+            ti.watermark_pending.discard(ssp)
+            if not ti.watermark_pending and ti.windowable:
+                st.need_window = True  # the watermark went to infinity: windows emit what they hold
+        elif marker == DRAIN:
+            ti.drain_pending.discard(ssp)
+            if not ti.drain_pending:
+                st.drained = True
+                log.info("task %r: every input reached its drain marker", ti.name)
 
     def window_done(self, ti: RunLoopTask, coordinator: ReadableCoordinator | None) -> None:
         """A task's window() returned (on this thread, or reported by its worker)."""
@@ -334,7 +378,78 @@ class RunLoop:
             self._start_commit(ti)
         self.on_requests(ti, coordinator)
 
-    def _start_commit(self, ti: RunLoopTask) -> None:
+    # -- drain ----------------------------------------------------------------------------------
+    def drain(self, notification: str) -> None:
+        """Drain the container: stop fetching, process what was fetched, drain every task, stop.
+
+        May be called before ``run`` (a notification found at start): then nothing is processed.
+        """
+        if self.draining or self.shutdown_requested or self.error is not None:
+            return
+        self.draining = True
+        self._drain_started = self._clock()
+        buffered = self._consumers.buffered() + sum(1 for t in self.tasks for _, raw in t.state.pending if raw[0] >= 0)
+        self.drain_point, marked = self._consumers.drain()
+        for ti in self.tasks:
+            ti.watermark_pending = {s for s in ti.ssps if s in marked}
+            ti.drain_pending = set(ti.watermark_pending)
+            timeout_ms = self._settings.drain_callback_timeout_ms
+            if ti.drain_pending and timeout_ms > 0:
+                self._drain_timers[ti.name] = self._loop.call_later(timeout_ms / 1000, self._drain_timed_out, ti)
+        m = self._metrics
+        m.gauge("SamzaContainerMetrics", "drain-started-ms").set(int(time.time() * 1000))
+        m.gauge("SamzaContainerMetrics", "drain-buffered-messages").set(buffered)
+        log.info(
+            "drain %s: fetching stopped with %d messages buffered; processing up to %s",
+            notification,
+            buffered,
+            {str(s): o for s, o in self.drain_point.items()},
+        )
+        self.wake()
+
+    @property
+    def drain_complete(self) -> bool:
+        """Every task was drained (not merely stopped)."""
+        return self.draining and all(
+            t.name in self.drained_tasks or (not t.drain_pending and t.state.complete) for t in self.tasks
+        )
+
+    def _drain_timed_out(self, ti: RunLoopTask) -> None:
+        st = ti.state
+        self.abort(
+            CallbackTimeoutError(
+                f"task {ti.name!r}: drain did not finish within task.callback.drain.timeout.ms = "
+                f"{self._settings.drain_callback_timeout_ms} ms ({st.messages_in_flight} messages in flight, "
+                f"{len(ti.drain_pending)} inputs not drained); no final commit"
+            )
+        )
+
+    def drain_done(self, ti: RunLoopTask, coordinator: ReadableCoordinator) -> None:
+        """The task's on_drain returned: final commit (waited for), then its vote to shut down.
+        The coordinator's requests are not needed: the task commits and stops anyway."""
+
+        def committed() -> None:
+            timer = self._drain_timers.pop(ti.name, None)
+            if timer is not None:
+                timer.cancel()
+            self.drained_tasks[ti.name] = dict(ti.checkpointed)
+            elapsed_ms = int((self._clock() - self._drain_started) * 1000)
+            self._metrics.gauge(f"TaskName-{ti.name}", "drain-ms").set(elapsed_ms)
+            log.info(
+                "task %r drained in %d ms; final checkpoint %s",
+                ti.name,
+                elapsed_ms,
+                {str(s): o for s, o in sorted(ti.checkpointed.items())},
+            )
+            self._shutdown_votes.add(ti.name)
+            if len(self._shutdown_votes) == len(self.tasks):
+                log.info("every task is drained")
+                self.shutdown_requested = True
+            self.wake()
+
+        self._start_commit(ti, committed)
+
+    def _start_commit(self, ti: RunLoopTask, then: Callable[[], None] | None = None) -> None:
         st = ti.state
         st.need_commit = False
         st.commit_in_flight = True
@@ -352,6 +467,8 @@ class RunLoop:
                 st.commit_in_flight = False
             ti.m_commit_ns.update(time.perf_counter_ns() - started)
             ti.after_commit()
+            if then is not None:
+                then()
             self.task_ready(ti)
 
         fut = self._loop.create_task(run())
@@ -388,7 +505,7 @@ class RunLoop:
         if self.error is not None:
             return
         for ti in self.tasks:
-            if not ti.state.commit_in_flight:
+            if not ti.state.commit_in_flight and ti.name not in self.drained_tasks:
                 self._start_commit(ti)
         while self._commits and self.error is None:
             await asyncio.wait(set(self._commits))

@@ -18,11 +18,10 @@ from samzamp.api.context import TaskContext
 from samzamp.api.envelope import IncomingMessageEnvelope, SystemStreamPartition
 from samzamp.api.errors import CallbackTimeoutError
 from samzamp.api.serde import Serde
-from samzamp.api.task import ClosableTask, EndOfStreamListenerTask, InitableTask, WindowableTask
+from samzamp.api.task import ClosableTask, DrainListenerTask, EndOfStreamListenerTask, InitableTask, WindowableTask
 from samzamp.collect.collector import TaskCollector
 from samzamp.collect.completions import TaskCallbackImpl, TaskCallbackManager
 from samzamp.commit import pipeline
-from samzamp.consume.system_consumers import END_OF_STREAM
 from samzamp.container.coordinator import ReadableCoordinator
 from samzamp.container.task_base import TaskBase
 from samzamp.dispatch.adapters import InlineSyncAdapter, RunnableTask
@@ -125,7 +124,7 @@ class TaskInstance(TaskBase):
     ) -> int:
         """Process ``first`` and then up to ``limit - 1`` more messages of ``ssp`` straight from its
         fetch buffer, in order, until ``deadline_ns`` (perf_counter_ns) passes (the state said PROCESS).
-        A task that is not run inline takes one.
+        A task that is not run inline takes one. A control marker (end of stream, drain) ends a run.
 
         This is the per-message path with the per-message overheads hoisted: one loop, locals for
         everything it touches, metrics applied once per run. A run stops early at an end-of-stream
@@ -177,7 +176,7 @@ class TaskInstance(TaskBase):
                         self._coordinator = ReadableCoordinator()
                         self._on_requests(self, coordinator)
                         return taken
-                if taken >= limit or not buffer or buffer[0][0] == END_OF_STREAM or started > deadline_ns:
+                if taken >= limit or not buffer or buffer[0][0] < 0 or started > deadline_ns:
                     return taken
                 raw = buffer.popleft()
                 taken += 1
@@ -283,6 +282,16 @@ class TaskInstance(TaskBase):
         coordinator.shutdown()
         return coordinator
 
+    def on_drain(self) -> ReadableCoordinator:
+        coordinator = ReadableCoordinator()
+        if isinstance(self.task, DrainListenerTask):
+            try:
+                self.task.on_drain(self.collector, coordinator)
+            except Exception as e:
+                if not self._is_ignored(e):
+                    raise self.failure(e) from e
+        return coordinator
+
     # -- the shape the run loop drives (shared with RemoteTaskInstance) -------------------------
     def start_window(self, done: Callable[[TaskInstance, ReadableCoordinator | None], None]) -> None:
         """Run window() now and report to ``done`` before returning (a worker's task reports later)."""
@@ -290,6 +299,9 @@ class TaskInstance(TaskBase):
 
     def start_end_of_stream(self, done: Callable[[TaskInstance, ReadableCoordinator], None]) -> None:
         done(self, self.end_of_stream())
+
+    def start_drain(self, done: Callable[[TaskInstance, ReadableCoordinator], None]) -> None:
+        done(self, self.on_drain())
 
     async def prepare_commit(self) -> tuple[dict[SystemStreamPartition, int], dict[str, str]]:
         """Commit steps 1-4 (before_commit, offsets, flush producers, flush stores) where the task runs."""

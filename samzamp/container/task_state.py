@@ -1,7 +1,7 @@
 """Per-task readiness: which operation a task may run next (Samza's AsyncTaskState.nextOp).
 
-Priority when ready: COMMIT > WINDOW > END_OF_STREAM > PROCESS.
-- commit, window and end-of-stream wait until no message of the task is in flight and nothing else
+Priority when ready: COMMIT > WINDOW > END_OF_STREAM > DRAIN > PROCESS.
+- commit, window, end-of-stream and drain wait until no message of the task is in flight and nothing else
   is in flight, and block new process calls until they are done (the seeds' happens-before rules);
 - process runs while fewer than task.max.concurrency messages are in flight and no window or commit
   is in flight or due (a due window/commit stops new process calls so that it is not starved).
@@ -24,12 +24,14 @@ class WorkerOp(enum.Enum):
     WINDOW = 2
     COMMIT = 3
     END_OF_STREAM = 4
+    DRAIN = 5
 
 
 class TaskState:
     __slots__ = (
         "commit_in_flight",
         "complete",
+        "drained",
         "end_of_stream",
         "max_concurrency",
         "messages_in_flight",
@@ -49,7 +51,8 @@ class TaskState:
         self.window_in_flight = False
         self.commit_in_flight = False
         self.end_of_stream = False  # every SSP of the task reached its end
-        self.complete = False  # end of stream handled: the task takes no more work
+        self.drained = False  # every SSP of the task passed its drain marker
+        self.complete = False  # end of stream or drain handled: the task takes no more work
         self.stopping = False  # the container is shutting down: no new process calls
 
     def next_op(self) -> WorkerOp:
@@ -63,6 +66,8 @@ class TaskState:
             return WorkerOp.WINDOW if idle else WorkerOp.NO_OP
         if self.end_of_stream and not self.pending:
             return WorkerOp.END_OF_STREAM if idle else WorkerOp.NO_OP
+        if self.drained and not self.pending:
+            return WorkerOp.DRAIN if idle else WorkerOp.NO_OP
         if self.pending and self._may_process():
             return WorkerOp.PROCESS
         return WorkerOp.NO_OP

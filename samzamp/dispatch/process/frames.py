@@ -3,9 +3,9 @@
 Every frame is a msgspec Struct encoded as MessagePack (array-like, tagged by its class), one frame per
 ring record. Nothing is pickled: frames carry only ints, strings, bytes and lists of them.
 
-Loop -> worker: ``Process`` (a batch of one task's messages), ``Window``, ``EndOfStream``, ``Commit``,
-``Checkpointed``, ``Stop``. Worker -> loop: ``Ready``, ``Processed``, ``Requested``, ``WindowDone``,
-``EndOfStreamDone``, ``CommitReady``, ``Failed``, ``Stopped``.
+Loop -> worker: ``Process`` (a batch of one task's messages), ``Window``, ``EndOfStream``, ``Drain``,
+``Commit``, ``Checkpointed``, ``Stop``. Worker -> loop: ``Ready``, ``Processed``, ``Requested``,
+``WindowDone``, ``EndOfStreamDone``, ``DrainDone``, ``CommitReady``, ``Failed``, ``Stopped``.
 
 The worker answers each loop frame of one task in the order it got them, so the loop can match answers
 to requests by task alone. Tasks are named by their index in ``WorkerSpec.tasks``; SSPs by their index
@@ -25,6 +25,8 @@ __all__ = [
     "Checkpointed",
     "Commit",
     "CommitReady",
+    "Drain",
+    "DrainDone",
     "EndOfStream",
     "EndOfStreamDone",
     "Failed",
@@ -43,7 +45,7 @@ __all__ = [
     "encode",
 ]
 
-VERSION = 1
+VERSION = 2
 
 # A raw message as the loop buffers it: (offset, key bytes, value bytes, timestamp ms).
 RawTuple = tuple[int, "bytes | None", "bytes | None", int]
@@ -87,6 +89,12 @@ class Window(_Frame):
 
 
 class EndOfStream(_Frame):
+    task: int
+
+
+class Drain(_Frame):
+    """Every input of the task is drained: call on_drain (DrainListenerTask)."""
+
     task: int
 
 
@@ -152,6 +160,14 @@ class EndOfStreamDone(_Frame):
     shutdown_all: bool
 
 
+class DrainDone(_Frame):
+    task: int
+    commit: bool
+    commit_all: bool
+    shutdown: bool
+    shutdown_all: bool
+
+
 class CommitReady(_Frame):
     task: int
     errors: list[str]  # outputs that could not be delivered (the loop decides: drop or fail)
@@ -170,8 +186,8 @@ class Stopped(_Frame):
     pass
 
 
-FromLoop = Process | Window | EndOfStream | Commit | Checkpointed | Stop
-FromWorker = Ready | Processed | Requested | WindowDone | EndOfStreamDone | CommitReady | Failed | Stopped
+FromLoop = Process | Window | EndOfStream | Drain | Commit | Checkpointed | Stop
+FromWorker = Ready | Processed | Requested | WindowDone | EndOfStreamDone | DrainDone | CommitReady | Failed | Stopped
 
 _encoder = msgspec.msgpack.Encoder()
 encode = _encoder.encode

@@ -30,7 +30,14 @@ import msgspec
 from samzamp.api.context import TaskContext
 from samzamp.api.envelope import IncomingMessageEnvelope, SystemStreamPartition
 from samzamp.api.errors import SystemFailureError
-from samzamp.api.task import CheckpointListenerTask, ClosableTask, EndOfStreamListenerTask, InitableTask, WindowableTask
+from samzamp.api.task import (
+    CheckpointListenerTask,
+    ClosableTask,
+    DrainListenerTask,
+    EndOfStreamListenerTask,
+    InitableTask,
+    WindowableTask,
+)
 from samzamp.collect.collector import TaskCollector
 from samzamp.config import load_config, validate
 from samzamp.config.validate import load_task_class
@@ -165,6 +172,8 @@ class Worker:
                     self._checkpointed(frame)
                 elif isinstance(frame, f.EndOfStream):
                     self._end_of_stream(frame.task)
+                elif isinstance(frame, f.Drain):
+                    self._drain(frame.task)
                 elif isinstance(frame, f.Stop):
                     self._stop()
                     return
@@ -248,6 +257,17 @@ class Worker:
                 self.fail(t, task_failure(wt.name, e))
         coordinator.shutdown()
         self.out.append(f.encode(f.EndOfStreamDone(t, *coordinator.flags())))
+
+    def _drain(self, t: int) -> None:
+        wt = self.tasks[t]
+        coordinator = ReadableCoordinator()
+        if isinstance(wt.task, DrainListenerTask):
+            try:
+                wt.task.on_drain(wt.collector, coordinator)
+            except Exception as e:
+                if not is_ignored(e, wt.ignored):
+                    self.fail(t, task_failure(wt.name, e))
+        self.out.append(f.encode(f.DrainDone(t, *coordinator.flags())))
 
     def _commit(self, t: int) -> None:
         """Commit steps 1, 3, 4 for task ``t`` (see samzamp.commit.pipeline): the loop took step 2."""

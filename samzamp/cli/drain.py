@@ -1,0 +1,179 @@
+"""``samzamp-drain job.toml [--run-id ID] [--wait] [--timeout S] [--set key=value]...``: drain a running job.
+
+Writes a drain notification for the job's running deployment to its coordinator stream
+(``__samza_coordinator_<job.name>_<job.id>``). The job's container sees it within
+job.drain-monitor.poll.interval.ms, stops fetching, processes everything it already fetched, emits
+its windows, commits and exits 0. Made to run from cron before an upgrade, e.g.::
+
+    55 3 * * *  cd /srv/jobs && bin/samzamp-drain configs/word-count.toml --wait --timeout 600 >> drain.log 2>&1
+
+Which run: ``--run-id``, else ``app.run.id`` from the config, else the running deployment the
+container published in the coordinator stream. An explicit run id that has not started yet gets its
+notification anyway: its container drains right after it starts.
+
+Idempotent: when the run already has a notification, none is added (the line says "already").
+``--wait`` then waits until the run has drained (its container deletes the notification and
+records the run as drained), at most ``--timeout`` seconds.
+
+Prints one line. Exit codes:
+    0    drain requested (or already requested); with --wait: the run drained
+    1    failed: the broker cannot be reached, or (--wait) the run stopped without draining
+    2    bad config or arguments (one line names the key)
+    3    no running deployment found: the job never ran, or its last run already stopped or drained
+    4    --wait timed out: no container drained the run in time (is it running, with
+         job.drain-monitor.enabled?); the notification stays, so the run drains when it next polls
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import time
+
+from samzamp.api.errors import ConfigError, SamzampError
+from samzamp.config import load_config, parse_overrides, validate
+from samzamp.config.settings import JobSettings
+from samzamp.coordinator.metadata_store import CoordinatorStreamStore
+from samzamp.coordinator.run_id import RUN_NAMESPACE, RunRecord, RunState, read_current_run
+from samzamp.drain.notification import DRAIN_NAMESPACE, read_drain_notifications, write_drain_notification
+
+__all__ = ["main"]
+
+PROG = "samzamp-drain"
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_CONFIG = 2
+EXIT_NO_RUN = 3
+EXIT_TIMEOUT = 4
+WAIT_POLL_S = 0.5
+
+log = logging.getLogger("samzamp.drain")
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=PROG, description="Drain a running samzamp job, then let it stop.")
+    p.add_argument("config", help="the job's TOML config")
+    p.add_argument("--run-id", help="the run to drain (default: app.run.id, else the running deployment)")
+    p.add_argument("--wait", action="store_true", help="wait until the run has drained")
+    p.add_argument("--timeout", type=float, default=300.0, metavar="S", help="with --wait: give up after S seconds")
+    p.add_argument(
+        "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help="override a config key"
+    )
+    p.add_argument("--log-level", default=os.environ.get("SAMZAMP_LOG_LEVEL", "WARNING"))
+    return p
+
+
+def _open_store(settings: JobSettings) -> CoordinatorStreamStore:
+    system = settings.coordinator_system
+    s = settings.systems[system]
+    if s.factory != "kafka":
+        raise ConfigError(
+            "job.coordinator.system", f"system {system!r} is in-memory; samzamp-drain reaches only Kafka systems"
+        )
+    servers = s.bootstrap_servers or s.consumer.get("bootstrap.servers") or s.producer.get("bootstrap.servers")
+    if not servers:
+        raise ConfigError(
+            f"systems.{system}.bootstrap.servers",
+            "is not set: samzamp-drain must reach the job's broker (an embedded broker is private to its container)",
+        )
+    from samzamp.systems.kafka import KafkaSystemAdmin, KafkaSystemProducer
+
+    admin = KafkaSystemAdmin(system, str(servers))
+    producer = KafkaSystemProducer(system, str(servers), s.producer)
+    return CoordinatorStreamStore(admin, producer, settings.coordinator_topic, settings.coordinator_replication_factor)
+
+
+def _say(job: str, text: str, err: bool = False) -> None:
+    print(f"{PROG}: {job}: {text}", file=sys.stderr if err else sys.stdout, flush=True)
+
+
+def _describe(run: RunRecord) -> str:
+    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(run.updated_ms / 1000))
+    return f"run {run.run_id} {run.state.value} at {when} (host {run.host}, pid {run.pid})"
+
+
+def drain(settings: JobSettings, store: CoordinatorStreamStore, run_id: str | None, wait: bool, timeout: float) -> int:
+    job = f"{settings.name}-{settings.id}"
+    runs = store.namespace(RUN_NAMESPACE)
+    notifications = store.namespace(DRAIN_NAMESPACE)
+    current = read_current_run(runs) if store.exists() else None
+    explicit = run_id or settings.run_id
+    if explicit is None:
+        if current is None:
+            _say(job, "no running deployment found (the job has no run in its coordinator stream)")
+            return EXIT_NO_RUN
+        if current.state.ended:
+            _say(job, f"no running deployment found (last: {_describe(current)})")
+            return EXIT_NO_RUN
+        run_id = current.run_id
+    else:
+        run_id = explicit
+        if current is not None and current.run_id == run_id and current.state.ended:
+            _say(job, f"no running deployment found ({_describe(current)})")
+            return EXIT_NO_RUN
+    store.create_topic()
+    mine = [n for n in read_drain_notifications(notifications) if n.run_id == run_id]
+    if mine:
+        notification, verb = mine[0], "already requested"
+    else:
+        notification, verb = write_drain_notification(notifications, run_id), "requested"
+    running = current is not None and current.run_id == run_id
+    where = "" if running else " (not running yet: it drains when it starts)"
+    if not wait:
+        _say(job, f"drain {verb} for run {run_id}{where} (notification {notification.uuid})")
+        return EXIT_OK
+    started = time.monotonic()
+    deadline = started + timeout
+    while True:
+        # The container deletes a run's notifications only once the run has drained, then records it.
+        current = read_current_run(runs)
+        pending = [n for n in read_drain_notifications(notifications) if n.run_id == run_id]
+        if not pending or (current is not None and current.run_id == run_id and current.state is RunState.DRAINED):
+            _say(job, f"run {run_id} drained ({time.monotonic() - started:.1f} s after the request)")
+            return EXIT_OK
+        if current is not None and current.run_id == run_id and current.state is RunState.STOPPED:
+            _say(job, f"run {run_id} stopped without draining ({_describe(current)}); the notification stays", True)
+            return EXIT_FAILED
+        if current is not None and current.run_id != run_id and explicit is None:
+            _say(job, f"run {run_id} was replaced by run {current.run_id} before it drained", True)
+            return EXIT_FAILED
+        if time.monotonic() >= deadline:
+            _say(
+                job,
+                f"timed out after {timeout:g} s: run {run_id} has not drained (is its container running with "
+                f"job.drain-monitor.enabled?); notification {notification.uuid} stays",
+                True,
+            )
+            return EXIT_TIMEOUT
+        time.sleep(WAIT_POLL_S)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
+    )
+    if args.timeout <= 0:
+        print(f"{PROG}: --timeout must be > 0, got {args.timeout:g}", file=sys.stderr)
+        return EXIT_CONFIG
+    try:
+        settings = validate(load_config(args.config, parse_overrides(args.overrides)))
+        store = _open_store(settings)
+    except ConfigError as e:
+        print(f"{PROG}: {e}", file=sys.stderr)
+        return EXIT_CONFIG
+    try:
+        return drain(settings, store, args.run_id, args.wait, args.timeout)
+    except SamzampError as e:
+        print(f"{PROG}: failed: {e}", file=sys.stderr)
+        return EXIT_FAILED
+    except Exception as e:
+        log.debug("failed", exc_info=True)
+        print(f"{PROG}: failed: {type(e).__name__}: {e}", file=sys.stderr)
+        return EXIT_FAILED
+
+
+if __name__ == "__main__":
+    sys.exit(main())

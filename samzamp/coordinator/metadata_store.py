@@ -1,0 +1,143 @@
+"""The job's metadata store: small key/value records every container and tool of a job can read.
+
+``MetadataStore`` is the interface (Samza's MetadataStore): bytes keys' values under a namespace,
+``get``/``put``/``delete``/``all``. ``CoordinatorStreamStore`` keeps them in the job's coordinator
+stream, a one-partition compacted topic named as Samza names it (``__samza_coordinator_<job>_<id>``):
+
+- the record key is JSON ``[1, namespace, key]`` (Samza's CoordinatorStreamKeySerde layout), so a
+  compacted topic keeps the newest value of each (namespace, key);
+- a delete is a null value (a tombstone);
+- values are whatever the caller encodes (samzamp's are msgspec JSON).
+
+Reads go back to the broker: ``all()`` reads the topic from its oldest record to its end each time,
+so what another process wrote is seen at the next read. A fresh read rather than a tailing consumer
+on purpose: the topic holds a handful of records, and a fresh read is exact where a tail can miss a
+batch written by another producer (see ARCHITECTURE.md, the broker's skipped-records quirk).
+Writes wait for the broker's acknowledgement.
+
+It works on any system with a ``SystemAdmin`` and a ``SystemProducer`` (Kafka, in-memory). The
+ZooKeeper implementation (standalone mode) will implement the same ``MetadataStore`` protocol.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Protocol
+
+import msgspec
+
+from samzamp.api.errors import SystemFailureError
+from samzamp.systems.base import SystemAdmin, SystemProducer
+
+__all__ = [
+    "CoordinatorStreamStore",
+    "MetadataStore",
+    "NamespacedStore",
+    "decode_coordinator_key",
+    "encode_coordinator_key",
+]
+
+log = logging.getLogger(__name__)
+
+KEY_VERSION = 1
+ACK_TIMEOUT_S = 30.0
+
+
+def encode_coordinator_key(namespace: str, key: str) -> bytes:
+    return msgspec.json.encode([KEY_VERSION, namespace, key])
+
+
+def decode_coordinator_key(raw: bytes) -> tuple[str, str] | None:
+    """(namespace, key) of a coordinator stream record key; None for a key this version cannot read."""
+    try:
+        parts = msgspec.json.decode(raw)
+    except msgspec.DecodeError:
+        return None
+    if not isinstance(parts, list) or len(parts) != 3 or parts[0] != KEY_VERSION:
+        return None
+    if not isinstance(parts[1], str) or not isinstance(parts[2], str):
+        return None
+    return parts[1], parts[2]
+
+
+class MetadataStore(Protocol):
+    """Key/value records of one namespace, shared by every process of a job."""
+
+    def get(self, key: str) -> bytes | None:
+        """The newest value of ``key`` (None when absent or deleted)."""
+
+    def put(self, key: str, value: bytes) -> None:
+        """Write ``value``; durable when this returns."""
+
+    def delete(self, key: str) -> None:
+        """Delete ``key``; durable when this returns."""
+
+    def all(self) -> dict[str, bytes]:
+        """Every key of the namespace with its newest value."""
+
+
+class CoordinatorStreamStore:
+    """The coordinator stream of one job, all namespaces. ``namespace(ns)`` gives a ``MetadataStore``."""
+
+    def __init__(self, admin: SystemAdmin, producer: SystemProducer, topic: str, replication_factor: int = 1) -> None:
+        self._admin = admin
+        self._producer = producer
+        self.topic = topic
+        self._replication = replication_factor
+
+    def create_topic(self) -> None:
+        """Create the topic (one partition, compacted) if it does not exist."""
+        counts = self._admin.partition_counts([self.topic])
+        if self.topic in counts:
+            return
+        self._admin.create_stream(self.topic, 1, self._replication, {"cleanup.policy": "compact"})
+
+    def exists(self) -> bool:
+        return self.topic in self._admin.partition_counts([self.topic])
+
+    def namespace(self, namespace: str) -> NamespacedStore:
+        return NamespacedStore(self, namespace)
+
+    def read(self) -> dict[tuple[str, str], bytes]:
+        """Every live (namespace, key) with its newest value, read from the broker now."""
+        out: dict[tuple[str, str], bytes] = {}
+        for _offset, key_bytes, value, _ts in self._admin.read_all(self.topic, 0):
+            if key_bytes is None:
+                continue
+            key = decode_coordinator_key(key_bytes)
+            if key is None:
+                continue
+            if value is None:
+                out.pop(key, None)
+            else:
+                out[key] = value
+        return out
+
+    def write(self, namespace: str, key: str, value: bytes | None) -> None:
+        """Write (or with ``None`` delete) one record and wait for the acknowledgement."""
+        self._producer.send(self.topic, encode_coordinator_key(namespace, key), value, 0, None)
+        remaining = self._producer.flush(ACK_TIMEOUT_S)
+        errors = self._producer.take_errors()
+        if remaining or errors:
+            why = errors[0] if errors else f"no acknowledgement within {ACK_TIMEOUT_S:.0f} s"
+            raise SystemFailureError(f"writing {namespace}/{key} to the coordinator stream {self.topic}: {why}")
+
+
+class NamespacedStore:
+    """One namespace of a ``CoordinatorStreamStore`` (Samza's NamespaceAwareCoordinatorStreamStore)."""
+
+    def __init__(self, stream: CoordinatorStreamStore, namespace: str) -> None:
+        self._stream = stream
+        self.namespace = namespace
+
+    def get(self, key: str) -> bytes | None:
+        return self.all().get(key)
+
+    def put(self, key: str, value: bytes) -> None:
+        self._stream.write(self.namespace, key, value)
+
+    def delete(self, key: str) -> None:
+        self._stream.write(self.namespace, key, None)
+
+    def all(self) -> dict[str, bytes]:
+        return {k: v for (ns, k), v in self._stream.read().items() if ns == self.namespace}

@@ -1,0 +1,86 @@
+"""The run id: which deployment of a job is running (Samza's app.run.id), kept in the metadata store.
+
+A deployment starts when a container starts after the job's previous run ended cleanly (stopped or
+drained) or when the job never ran; it keeps its run id across restarts after a crash or a failure,
+as a Samza job keeps its run id while its containers are restarted. So a drain requested for the run
+still applies to a container that was restarted in the middle of it. ``app.run.id`` in the config
+overrides all this (then each deployment must set a new one, as Samza's planner does).
+
+The current run is one record, ``samzamp-run-v1/current``, msgspec JSON: tools (``samzamp-drain``)
+read it to find the running deployment.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+import socket
+import time
+import uuid
+
+import msgspec
+
+from samzamp.coordinator.metadata_store import MetadataStore
+
+__all__ = ["RUN_NAMESPACE", "RunRecord", "RunState", "end_run", "generate_run_id", "read_current_run", "start_run"]
+
+RUN_NAMESPACE = "samzamp-run-v1"
+_CURRENT = "current"
+
+
+class RunState(enum.StrEnum):
+    RUNNING = "running"  # a container of the run is up (or died without saying so: it will be restarted)
+    FAILED = "failed"  # the container stopped on a failure; a restart continues the same run
+    STOPPED = "stopped"  # stopped cleanly (signal, shutdown request, end of input): the run is over
+    DRAINED = "drained"  # drained and stopped: the run is over
+
+    @property
+    def ended(self) -> bool:
+        return self in (RunState.STOPPED, RunState.DRAINED)
+
+
+class RunRecord(msgspec.Struct, frozen=True, rename="camel"):
+    run_id: str
+    state: RunState
+    started_ms: int
+    updated_ms: int
+    host: str
+    pid: int
+
+
+def generate_run_id() -> str:
+    """Samza's format: ``<epoch millis>-<first 8 characters of a random UUID>``."""
+    return f"{int(time.time() * 1000)}-{str(uuid.uuid4())[:8]}"
+
+
+def read_current_run(store: MetadataStore) -> RunRecord | None:
+    raw = store.get(_CURRENT)
+    if raw is None:
+        return None
+    try:
+        return msgspec.json.decode(raw, type=RunRecord)
+    except msgspec.DecodeError:
+        return None  # written by another version: as if no run were known
+
+
+def start_run(store: MetadataStore, configured: str | None) -> tuple[RunRecord, str]:
+    """Publish this container's run (state RUNNING); returns it and how its id was chosen."""
+    previous = read_current_run(store)
+    if configured:
+        run_id, how = configured, "app.run.id"
+    elif previous is not None and not previous.state.ended:
+        run_id, how = previous.run_id, f"continued: the run's last container {previous.state.value} without stopping"
+    else:
+        run_id, how = generate_run_id(), "generated"
+    now = int(time.time() * 1000)
+    started = previous.started_ms if previous is not None and previous.run_id == run_id else now
+    record = RunRecord(run_id, RunState.RUNNING, started, now, socket.gethostname(), os.getpid())
+    store.put(_CURRENT, msgspec.json.encode(record))
+    return record, how
+
+
+def end_run(store: MetadataStore, record: RunRecord, state: RunState) -> RunRecord:
+    """Record how this container's run ended."""
+    ended = msgspec.structs.replace(record, state=state, updated_ms=int(time.time() * 1000))
+    store.put(_CURRENT, msgspec.json.encode(ended))
+    return ended
