@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import json
 import logging
 import time
 from collections import deque
@@ -399,12 +400,9 @@ class RunLoop:
         m = self._metrics
         m.gauge("SamzaContainerMetrics", "drain-started-ms").set(int(time.time() * 1000))
         m.gauge("SamzaContainerMetrics", "drain-buffered-messages").set(buffered)
-        log.info(
-            "drain %s: fetching stopped with %d messages buffered; processing up to %s",
-            notification,
-            buffered,
-            {str(s): o for s, o in self.drain_point.items()},
-        )
+        log.info("drain %s: fetching stopped with %d messages buffered", notification, buffered)
+        # The newest offset fetched per SSP: the drain processes up to here (JSON, for tools and tests).
+        log.info("drain point: %s", json.dumps({str(s): o for s, o in self.drain_point.items()}))
         self.wake()
 
     @property

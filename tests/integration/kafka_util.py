@@ -134,6 +134,23 @@ class Container:
         return self.log.read_text() if self.log and self.log.exists() else ""
 
 
+def run_drain(config: Path, bootstrap: str, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """``bin/samzamp-drain config --set systems.kafka.bootstrap.servers=... *args``, output captured."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(HERE), str(ROOT), env.get("PYTHONPATH", "")])
+    cmd = [
+        sys.executable,
+        "-m",
+        "samzamp.cli.drain",
+        str(config),
+        "--set",
+        f"systems.kafka.bootstrap.servers={bootstrap}",
+    ]
+    return subprocess.run(
+        [*cmd, *args], env=env, cwd=str(ROOT), capture_output=True, text=True, timeout=timeout, check=False
+    )
+
+
 def wait_until(cond: Callable[[], bool], timeout: float, what: str, container: Container | None = None) -> None:
     """Poll ``cond`` (a condition on files or topics written by another process) until it holds."""
     deadline = time.monotonic() + timeout

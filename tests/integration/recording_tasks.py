@@ -15,6 +15,7 @@ from samzamp import (
     AsyncStreamTask,
     CheckpointListenerTask,
     ClosableTask,
+    DrainListenerTask,
     InitableTask,
     OutgoingMessageEnvelope,
     RequestScope,
@@ -211,3 +212,57 @@ class StoreDeleteTask(StreamTask, InitableTask, _Recorder):
         if i % 3 == 0:
             self.store.delete(f"k{i}")
         self.record(f"P {envelope.system_stream_partition.partition} {envelope.offset}")
+
+
+class WindowedCountTask(StreamTask, InitableTask, WindowableTask, DrainListenerTask, _CheckpointRecorder):
+    """A windowed aggregation: counts messages per window and emits ``<partition> <count>`` to
+    test.output at each window() (the drain's last window emits the partial one). Records
+    ``P p o`` per message, ``W p count`` per emitted window, ``D p 0`` in on_drain.
+    test.busy.us makes each message cost that much CPU (so input piles up in the buffers)."""
+
+    def init(self, context) -> None:
+        self._open(context)
+        self._partition = min(s.partition for s in context.ssps)
+        self._busy_ns = int(context.config.get("test.busy.us", 0)) * 1000
+        self._count = 0
+
+    def process(self, envelope, collector, coordinator) -> None:
+        if self._busy_ns:
+            end = time.perf_counter_ns() + self._busy_ns
+            while time.perf_counter_ns() < end:
+                pass
+        self._count += 1
+        self.record(f"P {envelope.system_stream_partition.partition} {envelope.offset}")
+
+    def window(self, collector, coordinator) -> None:
+        if not self._count:
+            return
+        if self.output is not None:
+            collector.send(OutgoingMessageEnvelope(self.output, f"{self._partition} {self._count}".encode()))
+        self.record(f"W {self._partition} {self._count}")
+        self._count = 0
+
+    def on_drain(self, collector, coordinator) -> None:
+        self.record(f"D {self._partition} 0")
+
+
+class DrainingAsyncTask(RandomAsyncTask, DrainListenerTask):
+    """RandomAsyncTask (max.concurrency > 1, out-of-order completion) that records ``D p 0`` on drain."""
+
+    def init(self, context) -> None:
+        super().init(context)
+        self._partition = min(s.partition for s in context.ssps)
+
+    def on_drain(self, collector, coordinator) -> None:
+        self.record(f"D {self._partition} 0")
+
+
+class DrainingOrderTask(OrderTask, DrainListenerTask):
+    """OrderTask (runs in worker processes with pool size >= 2) that records ``D p 0`` on drain."""
+
+    def init(self, context) -> None:
+        super().init(context)
+        self._partition = min(s.partition for s in context.ssps)
+
+    def on_drain(self, collector, coordinator) -> None:
+        self.record(f"D {self._partition} 0")

@@ -40,6 +40,42 @@ from samzamp.systems.inmemory.system import InMemoryStreams, InMemorySystemAdmin
 TOPIC = "__samza_coordinator_job_1"
 
 
+class Events(list):
+    """A list other threads append to; ``until`` awaits (off the loop) a condition on it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._cond = threading.Condition()
+
+    def append(self, item: Any) -> None:
+        with self._cond:
+            super().append(item)
+            self._cond.notify_all()
+
+    async def until(self, pred: Any, within_s: float = 10) -> None:
+        def wait() -> bool:
+            with self._cond:
+                return self._cond.wait_for(lambda: pred(self), within_s)
+
+        assert await asyncio.to_thread(wait), "timed out"
+
+
+POLLS = Events()  # one item per DrainMonitor.check (see the fixture)
+
+
+@pytest.fixture(autouse=True)
+def _count_polls(monkeypatch: pytest.MonkeyPatch) -> None:
+    original = DrainMonitor.check
+
+    def check(self: DrainMonitor) -> DrainNotification | None:
+        found = original(self)
+        POLLS.append(self.run_id)
+        return found
+
+    POLLS.clear()
+    monkeypatch.setattr(DrainMonitor, "check", check)
+
+
 def _store(streams: InMemoryStreams | None = None) -> tuple[CoordinatorStreamStore, InMemoryStreams]:
     streams = streams or InMemoryStreams()
     store = CoordinatorStreamStore(InMemorySystemAdmin(streams), InMemorySystemProducer(streams), TOPIC)
@@ -113,7 +149,8 @@ def test_run_ids_continue_after_a_crash_and_change_after_a_clean_stop() -> None:
     first, how = start_run(runs, None)
     assert how == "generated"
     millis, suffix = first.run_id.split("-")
-    assert millis.isdigit() and len(suffix) == 8  # Samza's <millis>-<8 chars of a UUID>
+    assert millis.isdigit()
+    assert len(suffix) == 8
     # The container died without recording an end: a restart continues the same run.
     again, how = start_run(runs, None)
     assert again.run_id == first.run_id
@@ -125,7 +162,8 @@ def test_run_ids_continue_after_a_crash_and_change_after_a_clean_stop() -> None:
     assert fresh.run_id != first.run_id
     end_run(runs, fresh, RunState.DRAINED)
     current = read_current_run(runs)
-    assert current is not None and current.state is RunState.DRAINED
+    assert current is not None
+    assert current.state is RunState.DRAINED
     assert start_run(runs, "fixed")[0].run_id == "fixed"  # app.run.id wins
 
 
@@ -146,15 +184,14 @@ def test_the_monitor_ignores_other_runs_and_finds_its_own_while_polling() -> Non
         monitor = DrainMonitor(ns, "this-run", 10, on_drain)
         await monitor.start()
         assert monitor.state is MonitorState.RUNNING  # the stale one did not trigger it
-        while monitor.polls < 3:
-            await asyncio.sleep(0.01)
+        await POLLS.until(lambda p: len(p) >= 3)
         assert not seen
         mine = write_drain_notification(ns, "this-run")
         await asyncio.wait_for(got.wait(), 5)
         assert seen == [mine]
-        polls = monitor.polls
-        await asyncio.sleep(0.1)
-        assert monitor.polls == polls  # it stopped polling
+        polls = len(POLLS)
+        await asyncio.sleep(0.1)  # five poll intervals: nothing may happen in them
+        assert len(POLLS) == polls  # it stopped polling
         return monitor.state
 
     assert asyncio.run(main()) is MonitorState.STOPPED
@@ -175,13 +212,13 @@ def test_a_notification_written_before_start_drains_at_once_without_polling() ->
         return monitor
 
     monitor = asyncio.run(main())
-    assert monitor.polls == 1
+    assert len(POLLS) == 1
     assert monitor.state is MonitorState.STOPPED
 
 
 # -- the container's drain ---------------------------------------------------------------------
 OUT = SystemStream("mem", "out")
-EVENTS: list[tuple[Any, ...]] = []  # what the tasks did, in order (one container per test)
+EVENTS = Events()  # what the tasks did, in order (one container per test)
 
 
 class WindowedCount(StreamTask, InitableTask, WindowableTask, DrainListenerTask, CheckpointListenerTask):
@@ -259,10 +296,10 @@ def _drain_ns(streams: InMemoryStreams) -> Any:
 
 
 async def _run_until(container: SamzaContainer, cond: Any) -> asyncio.Task[None]:
+    """Start the container and wait until ``cond(EVENTS)`` holds."""
     task = asyncio.get_running_loop().create_task(container.run())
-    while not cond():
-        assert not task.done(), task.exception() if task.done() else None
-        await asyncio.sleep(0.005)
+    await EVENTS.until(cond)
+    assert not task.done()
     return task
 
 
@@ -278,7 +315,7 @@ def test_drain_processes_everything_fetched_flushes_windows_commits_and_stops() 
     container = _container(WindowedCount, streams)
 
     async def main() -> None:
-        task = await _run_until(container, lambda: container.run_record is not None and EVENTS)
+        task = await _run_until(container, bool)
         assert container.run_record is not None
         write_drain_notification(_drain_ns(streams), container.run_record.run_id)
         await asyncio.wait_for(task, 10)
@@ -302,7 +339,8 @@ def test_drain_processes_everything_fetched_flushes_windows_commits_and_stops() 
     assert sorted(o[1] for o in out if o[0] == "drained") == ["Partition 0", "Partition 1"]
     runs = _store(streams)[0].namespace(RUN_NAMESPACE)
     current = read_current_run(runs)
-    assert current is not None and current.state is RunState.DRAINED
+    assert current is not None
+    assert current.state is RunState.DRAINED
     assert read_drain_notifications(_drain_ns(streams)) == []  # cleaned up
 
 
@@ -315,16 +353,13 @@ def test_a_notification_for_another_run_is_ignored() -> None:
 
     async def main() -> None:
         stale = write_drain_notification(_drain_ns(streams), "some-other-run")
-        task = await _run_until(container, lambda: len([e for e in EVENTS if e[0] == "P"]) == 50)
-        monitor = container.drain_monitor
-        assert monitor is not None
-        polls = monitor.polls
-        while monitor.polls < polls + 3:
-            await asyncio.sleep(0.01)
-        assert container.run_loop is not None and not container.run_loop.draining
+        task = await _run_until(container, lambda ev: len([e for e in ev if e[0] == "P"]) == 50)
+        polls = len(POLLS)
+        await POLLS.until(lambda p: len(p) >= polls + 3)
+        assert container.run_loop is not None
+        assert not container.run_loop.draining
         streams.append("in", 0, None, msgspec.msgpack.encode(50))  # still consuming
-        while len([e for e in EVENTS if e[0] == "P"]) < 51:
-            await asyncio.sleep(0.005)
+        await EVENTS.until(lambda ev: len([e for e in ev if e[0] == "P"]) == 51)
         container.run_loop.request_shutdown()
         await asyncio.wait_for(task, 10)
         assert read_drain_notifications(_drain_ns(streams)) == [stale]  # not ours to clean up
@@ -332,7 +367,8 @@ def test_a_notification_for_another_run_is_ignored() -> None:
     asyncio.run(main())
     assert not container.drained
     current = read_current_run(_store(streams)[0].namespace(RUN_NAMESPACE))
-    assert current is not None and current.state is RunState.STOPPED
+    assert current is not None
+    assert current.state is RunState.STOPPED
     assert not [e for e in EVENTS if e[0] in "WD"]  # neither drained nor a forced window
 
 
@@ -356,7 +392,7 @@ def test_drain_waits_for_async_work_in_flight() -> None:
     container = _container(SlowAsync, streams, **{"task.max.concurrency": 8})
 
     async def main() -> None:
-        task = await _run_until(container, lambda: len(EVENTS) > 20)
+        task = await _run_until(container, lambda ev: len(ev) > 20)
         assert container.run_record is not None
         write_drain_notification(_drain_ns(streams), container.run_record.run_id)
         await asyncio.wait_for(task, 20)
@@ -381,21 +417,20 @@ def test_the_drain_timeout_fails_the_container_without_a_final_commit() -> None:
     container = _container(StuckAsync, streams, **{"task.callback.drain.timeout.ms": 200, "task.max.concurrency": 2})
 
     async def main() -> None:
-        task = await _run_until(container, lambda: StuckAsync.started >= 2)
+        task = await _run_until(container, lambda ev: len(ev) >= 2)
         assert container.run_record is not None
         write_drain_notification(_drain_ns(streams), container.run_record.run_id)
         await asyncio.wait_for(task, 10)
 
-    StuckAsync.started = 0
+    EVENTS.clear()
     with pytest.raises(Exception, match=r"task\.callback\.drain\.timeout\.ms = 200 ms \(2 messages in flight"):
         asyncio.run(main())
     assert not container.drained
     current = read_current_run(_store(streams)[0].namespace(RUN_NAMESPACE))
-    assert current is not None and current.state is RunState.FAILED
+    assert current is not None
+    assert current.state is RunState.FAILED
 
 
 class StuckAsync(AsyncStreamTask):
-    started = 0
-
     def process_async(self, envelope: Any, collector: Any, coordinator: Any, callback: Any) -> None:
-        StuckAsync.started += 1  # never completes
+        EVENTS.append(("S", envelope.offset))  # never completes

@@ -106,6 +106,8 @@ class KafkaSystemAdmin:
                 "group.id": "samzamp-read-all",
                 "enable.auto.commit": False,
                 "enable.partition.eof": True,
+                # An empty fetch answers after fetch.wait.max.ms: keep reaching the end quick.
+                "fetch.wait.max.ms": 10,
             }
         )
         out: list[RawMessage] = []
@@ -113,7 +115,10 @@ class KafkaSystemAdmin:
             consumer.assign([TopicPartition(stream, partition, OFFSET_BEGINNING)])
             deadline = time.monotonic() + 120
             while time.monotonic() < deadline:
-                for m in consumer.consume(5000, 0.5):
+                # consume(n, t) waits for n messages or t (this broker answers fetches late): take
+                # what is there, and block only for one.
+                batch = consumer.consume(5000, 0) or consumer.consume(1, 0.5)
+                for m in batch:
                     err = m.error()
                     if err is None:
                         ts = m.timestamp()
