@@ -1,6 +1,6 @@
 """Drain (seed 003) on the in-memory system: metadata store, notifications, run ids, the monitor, and
 the container's drain sequence. The same paths run against the real broker in
-tests/integration/test_drain.py."""
+tests/integration/test_drain.py.
 
 from __future__ import annotations
 
