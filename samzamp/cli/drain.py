@@ -8,18 +8,21 @@ its windows, commits and exits 0. Made to run from cron before an upgrade, e.g.:
     55 3 * * *  cd /srv/jobs && bin/samzamp-drain configs/word-count.toml --wait --timeout 600 >> drain.log 2>&1
 
 Which run: ``--run-id``, else ``app.run.id`` from the config, else the running deployment the
-container published in the coordinator stream. An explicit run id that has not started yet gets its
-notification anyway: its container drains right after it starts.
+container published in the coordinator stream. ``--run-id`` must name the job's current run (or
+``app.run.id``): a mistyped or old id would leave a notification nothing ever acts on. The run
+named by ``app.run.id`` may not have started yet: its container drains right after it starts.
 
-Idempotent: when the run already has a notification, none is added (the line says "already").
+Idempotent: when the run already has a notification, none is added (the line says "already"); a run
+that already drained answers 0 again ("already drained"), so a cron retry after a timeout is safe.
 ``--wait`` then waits until the run has drained (its container deletes the notification and
 records the run as drained), at most ``--timeout`` seconds.
 
 Prints one line. Exit codes:
-    0    drain requested (or already requested); with --wait: the run drained
+    0    drain requested (or already requested); with --wait: the run drained; the run already drained
     1    failed: the broker cannot be reached, or (--wait) the run stopped without draining
     2    bad config or arguments (one line names the key)
-    3    no running deployment found: the job never ran, or its last run already stopped or drained
+    3    no running deployment found: the job never ran, its last run stopped (without a drain), or
+         --run-id names a run that is not the job's current one
     4    --wait timed out: no container drained the run in time (is it running, with
          job.drain-monitor.enabled?); the notification stays, so the run drains when it next polls
 """
@@ -94,56 +97,75 @@ def _describe(run: RunRecord) -> str:
     return f"run {run.run_id} {run.state.value} at {when} (host {run.host}, pid {run.pid})"
 
 
+def _target_run(job: str, settings: JobSettings, current: RunRecord | None, run_id: str | None) -> str | int:
+    """The run to drain, or the exit code when there is none to drain."""
+    configured = settings.run_id
+    if run_id is not None and run_id != configured and (current is None or current.run_id != run_id):
+        now = f"the current one is {current.run_id}" if current is not None else "the job has no run yet"
+        _say(job, f"no running deployment found: run {run_id} is not this job's deployment ({now})")
+        return EXIT_NO_RUN
+    wanted = run_id or configured
+    if wanted is None:
+        if current is None:
+            _say(job, "no running deployment found (the job has no run in its coordinator stream)")
+            return EXIT_NO_RUN
+        wanted = current.run_id
+    if current is not None and current.run_id == wanted:
+        if current.state is RunState.DRAINED:
+            _say(job, f"run {wanted} already drained ({_describe(current)})")
+            return EXIT_OK
+        if current.state.ended:
+            _say(job, f"no running deployment found (last: {_describe(current)})")
+            return EXIT_NO_RUN
+    return wanted
+
+
 def drain(settings: JobSettings, store: CoordinatorStreamStore, run_id: str | None, wait: bool, timeout: float) -> int:
     job = f"{settings.name}-{settings.id}"
     runs = store.namespace(RUN_NAMESPACE)
     notifications = store.namespace(DRAIN_NAMESPACE)
     current = read_current_run(runs) if store.exists() else None
-    explicit = run_id or settings.run_id
-    if explicit is None:
-        if current is None:
-            _say(job, "no running deployment found (the job has no run in its coordinator stream)")
-            return EXIT_NO_RUN
-        if current.state.ended:
-            _say(job, f"no running deployment found (last: {_describe(current)})")
-            return EXIT_NO_RUN
-        run_id = current.run_id
-    else:
-        run_id = explicit
-        if current is not None and current.run_id == run_id and current.state.ended:
-            _say(job, f"no running deployment found ({_describe(current)})")
-            return EXIT_NO_RUN
+    target = _target_run(job, settings, current, run_id)
+    if isinstance(target, int):
+        return target
     store.create_topic()
-    mine = [n for n in read_drain_notifications(notifications) if n.run_id == run_id]
+    mine = [n for n in read_drain_notifications(notifications) if n.run_id == target]
     if mine:
         notification, verb = mine[0], "already requested"
     else:
-        notification, verb = write_drain_notification(notifications, run_id), "requested"
-    running = current is not None and current.run_id == run_id
+        notification, verb = write_drain_notification(notifications, target), "requested"
+    running = current is not None and current.run_id == target
     where = "" if running else " (not running yet: it drains when it starts)"
     if not wait:
-        _say(job, f"drain {verb} for run {run_id}{where} (notification {notification.uuid})")
+        _say(job, f"drain {verb} for run {target}{where} (notification {notification.uuid})")
         return EXIT_OK
+    return _wait(job, store, target, notification.uuid, seen=bool(mine), timeout=timeout)
+
+
+def _wait(job: str, store: CoordinatorStreamStore, run_id: str, uuid: str, seen: bool, timeout: float) -> int:
+    """Wait until the run drained: its record says so, or its notification, once seen, is gone (the
+    container records the run as drained and then deletes its notifications, both after its final
+    commits; a restarted container may replace the record with a new run before this looks)."""
+    runs = store.namespace(RUN_NAMESPACE)
+    notifications = store.namespace(DRAIN_NAMESPACE)
     started = time.monotonic()
     deadline = started + timeout
     while True:
-        # The container deletes a run's notifications only once the run has drained, then records it.
         current = read_current_run(runs)
-        pending = [n for n in read_drain_notifications(notifications) if n.run_id == run_id]
-        if not pending or (current is not None and current.run_id == run_id and current.state is RunState.DRAINED):
+        pending = any(n.run_id == run_id for n in read_drain_notifications(notifications))
+        seen = seen or pending
+        ours = current is not None and current.run_id == run_id
+        if (ours and current is not None and current.state is RunState.DRAINED) or (seen and not pending):
             _say(job, f"run {run_id} drained ({time.monotonic() - started:.1f} s after the request)")
             return EXIT_OK
-        if current is not None and current.run_id == run_id and current.state is RunState.STOPPED:
+        if ours and current is not None and current.state is RunState.STOPPED:
             _say(job, f"run {run_id} stopped without draining ({_describe(current)}); the notification stays", True)
-            return EXIT_FAILED
-        if current is not None and current.run_id != run_id and explicit is None:
-            _say(job, f"run {run_id} was replaced by run {current.run_id} before it drained", True)
             return EXIT_FAILED
         if time.monotonic() >= deadline:
             _say(
                 job,
                 f"timed out after {timeout:g} s: run {run_id} has not drained (is its container running with "
-                f"job.drain-monitor.enabled?); notification {notification.uuid} stays",
+                f"job.drain-monitor.enabled?); notification {uuid} stays",
                 True,
             )
             return EXIT_TIMEOUT

@@ -117,7 +117,9 @@ class SystemConsumers:
             buf.append((WATERMARK_MAX, None, None, 0))
             buf.append((DRAIN, None, None, 0))
             marked.add(ssp)
-        self._on_fetched(sorted(marked))  # the chooser may be waiting for some of them
+        # The chooser may be waiting for any SSP: a marker, or what the fetch thread's last poll
+        # buffered (an ended SSP's last data and end-of-stream marker included).
+        self._on_fetched(list(self._buffers))
         return {s: self._fetched_upto.get(s) for s in sorted(marked)}, marked
 
     def stop(self) -> None:

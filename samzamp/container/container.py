@@ -233,9 +233,16 @@ class SamzaContainer:
         assert self.metadata is not None
         assert self.run_record is not None
         store = self.metadata.namespace(DRAIN_NAMESPACE)
-        removed = await asyncio.to_thread(cleanup, store, self.run_record.run_id)
-        log.info("drain complete: removed %d drain notification(s) of run %s", removed, self.run_record.run_id)
+        run_id = self.run_record.run_id
+        # The run is recorded as drained first: should the clean-up fail, a restart then starts a
+        # new run, for which the leftover notification is stale.
         await self._end_run(RunState.DRAINED, "drained")
+        try:
+            removed = await asyncio.to_thread(cleanup, store, run_id)
+        except Exception as e:
+            log.warning("drain complete, but its notification of run %s could not be deleted: %s", run_id, e)
+            return
+        log.info("drain complete: removed %d drain notification(s) of run %s", removed, run_id)
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()

@@ -178,6 +178,7 @@ class RemoteTaskInstance(TaskBase):
         self.state.messages_in_flight -= len(taken_back)
         self.m_process_calls.count -= len(taken_back)
         self.state.pending.extendleft(reversed(taken_back))
+        self.state.redo += len(taken_back)
         self._on_requests(
             self, ReadableCoordinator.from_flags(frame.commit, frame.commit_all, frame.shutdown, frame.shutdown_all)
         )
@@ -192,11 +193,16 @@ class RemoteTaskInstance(TaskBase):
         self._eos_done = done
         self._pool.send(self.worker, f.encode(f.EndOfStream(self._index)))
 
+    def enter_drain_mode(self, callback_timeout_ms: int) -> None:
+        pass  # process() runs synchronously in the worker: there is no callback to time out
+
     def start_drain(self, done: Callable[[Any, ReadableCoordinator], None]) -> None:
         self._drain_done = done
         self._pool.send(self.worker, f.encode(f.Drain(self._index)))
 
     async def prepare_commit(self) -> tuple[dict[SystemStreamPartition, int], dict[str, str]]:
+        if self._commit_ready is not None:  # answers are matched by order: never two at once
+            raise SystemFailureError(f"task {self.name!r}: a commit started while another was in flight")
         offsets = dict(self.last_processed)  # step 2: nothing is in flight, so this is exact
         loop = asyncio.get_running_loop()
         self._commit_ready = loop.create_future()

@@ -9,10 +9,10 @@ Per task, ``TaskState.next_op`` decides what may run (commit > window > end-of-s
 process); window and commit timers only raise flags, so they never run concurrently with process.
 
 Drain (``drain()``, Samza SEP-31): fetching stops and each SSP's buffer ends with a watermark marker
-and a drain marker. A task that reached the watermark marker on all its SSPs gets one more window()
-(windowable tasks); once it passed every drain marker and nothing is in flight, it gets ``on_drain``,
-then a final commit that the loop waits for, then it votes to shut down. The container stops when
-every task voted, as Samza's RunLoop does.
+and a drain marker. Once a task passed every drain marker and nothing of it is queued or in flight,
+its DRAIN op runs: one more window() for windowable tasks (the watermark went to infinity), then
+``on_drain``, then a final commit that the loop waits for, then its vote to shut down. The
+container stops when every task voted, as Samza's RunLoop does.
 """
 
 from __future__ import annotations
@@ -53,6 +53,7 @@ class RunLoopTask(Protocol):
     processing_ssps: set[SystemStreamPartition]
     watermark_pending: set[SystemStreamPartition]
     drain_pending: set[SystemStreamPartition]
+    drain_marked: set[SystemStreamPartition]
     last_processed: dict[SystemStreamPartition, int]
     checkpointed: dict[SystemStreamPartition, int]
     checkpointed_gauges: dict[SystemStreamPartition, Gauge]
@@ -73,6 +74,8 @@ class RunLoopTask(Protocol):
     def start_end_of_stream(self, done: Callable[[Any, ReadableCoordinator], None]) -> None: ...
 
     def start_drain(self, done: Callable[[Any, ReadableCoordinator], None]) -> None: ...
+
+    def enter_drain_mode(self, callback_timeout_ms: int) -> None: ...
 
     async def prepare_commit(self) -> tuple[dict[SystemStreamPartition, int], dict[str, str]]: ...
 
@@ -311,10 +314,13 @@ class RunLoop:
             op = st.next_op()
             if op is WorkerOp.PROCESS:
                 ssp, raw = st.pending.popleft()
-                if raw[0] < 0:
+                if st.redo:  # given back by a worker: the chooser already moved past it
+                    st.redo -= 1
+                elif raw[0] < 0:
                     self._control_marker(ti, ssp, raw[0])
                     continue
-                self._consumers.try_update(ssp)
+                else:
+                    self._consumers.try_update(ssp)
                 ti.dispatch(ssp, raw)
             elif op is WorkerOp.COMMIT:
                 self._start_commit(ti)
@@ -332,13 +338,20 @@ class RunLoop:
                     return  # a worker runs it; window_done comes later
             elif op is WorkerOp.END_OF_STREAM:
                 st.complete = True
+                st.hook_in_flight = True
                 try:
                     ti.start_end_of_stream(self.end_of_stream_done)
                 except BaseException as e:
                     self.abort(e)
                 return
             elif op is WorkerOp.DRAIN:
+                self._arm_drain_timer(ti)
+                if ti.windowable and not st.final_window_done:
+                    st.final_window_done = True  # the watermark went to infinity: windows emit what they hold
+                    st.need_window = True
+                    continue
                 st.complete = True
+                st.hook_in_flight = True
                 try:
                     ti.start_drain(self.drain_done)
                 except BaseException as e:
@@ -354,17 +367,17 @@ class RunLoop:
             ti.processing_ssps.discard(ssp)
             if not ti.processing_ssps:
                 st.end_of_stream = True
-            return
-        self._consumers.try_update(ssp)  # the drain marker follows the watermark marker
-        if marker == WATERMARK_MAX:
-            ti.watermark_pending.discard(ssp)
-            if not ti.watermark_pending and ti.windowable:
-                st.need_window = True  # the watermark went to infinity: windows emit what they hold
-        elif marker == DRAIN:
-            ti.drain_pending.discard(ssp)
-            if not ti.drain_pending:
-                st.drained = True
-                log.info("task %r: every input reached its drain marker", ti.name)
+        else:
+            self._consumers.try_update(ssp)  # the drain marker follows the watermark marker
+            if marker == WATERMARK_MAX:
+                ti.watermark_pending.discard(ssp)  # what comes next is the drain marker
+            elif marker == DRAIN:
+                ti.drain_pending.discard(ssp)
+        # Drained: every drain marker passed, and every input without one (its bounded input had
+        # ended when the drain began) reached its end.
+        if ti.drain_marked and not ti.drain_pending and ti.processing_ssps <= ti.drain_marked and not st.drained:
+            st.drained = True
+            log.info("task %r: every input reached its drain marker", ti.name)
 
     def window_done(self, ti: RunLoopTask, coordinator: ReadableCoordinator | None) -> None:
         """A task's window() returned (on this thread, or reported by its worker)."""
@@ -375,6 +388,7 @@ class RunLoop:
 
     def end_of_stream_done(self, ti: RunLoopTask, coordinator: ReadableCoordinator) -> None:
         log.info("task %r reached the end of every input", ti.name)
+        ti.state.hook_in_flight = False
         if coordinator.commit_requested:
             self._start_commit(ti)
         self.on_requests(ti, coordinator)
@@ -392,11 +406,10 @@ class RunLoop:
         buffered = self._consumers.buffered() + sum(1 for t in self.tasks for _, raw in t.state.pending if raw[0] >= 0)
         self.drain_point, marked = self._consumers.drain()
         for ti in self.tasks:
-            ti.watermark_pending = {s for s in ti.ssps if s in marked}
-            ti.drain_pending = set(ti.watermark_pending)
-            timeout_ms = self._settings.drain_callback_timeout_ms
-            if ti.drain_pending and timeout_ms > 0:
-                self._drain_timers[ti.name] = self._loop.call_later(timeout_ms / 1000, self._drain_timed_out, ti)
+            ti.drain_marked = {s for s in ti.ssps if s in marked}
+            ti.watermark_pending = set(ti.drain_marked)
+            ti.drain_pending = set(ti.drain_marked)
+            ti.enter_drain_mode(self._settings.drain_callback_timeout_ms)
         m = self._metrics
         m.gauge("SamzaContainerMetrics", "drain-started-ms").set(int(time.time() * 1000))
         m.gauge("SamzaContainerMetrics", "drain-buffered-messages").set(buffered)
@@ -409,22 +422,27 @@ class RunLoop:
     def drain_complete(self) -> bool:
         """Every task was drained (not merely stopped)."""
         return self.draining and all(
-            t.name in self.drained_tasks or (not t.drain_pending and t.state.complete) for t in self.tasks
+            t.name in self.drained_tasks or (not t.drain_marked and t.state.complete) for t in self.tasks
         )
 
+    def _arm_drain_timer(self, ti: RunLoopTask) -> None:
+        """task.callback.drain.timeout.ms bounds a task's drain op: last window, on_drain, final commit."""
+        timeout_ms = self._settings.drain_callback_timeout_ms
+        if timeout_ms > 0 and ti.name not in self._drain_timers:
+            self._drain_timers[ti.name] = self._loop.call_later(timeout_ms / 1000, self._drain_timed_out, ti)
+
     def _drain_timed_out(self, ti: RunLoopTask) -> None:
-        st = ti.state
         self.abort(
             CallbackTimeoutError(
-                f"task {ti.name!r}: drain did not finish within task.callback.drain.timeout.ms = "
-                f"{self._settings.drain_callback_timeout_ms} ms ({st.messages_in_flight} messages in flight, "
-                f"{len(ti.drain_pending)} inputs not drained); no final commit"
+                f"task {ti.name!r}: its drain (last window, on_drain, final commit) did not finish within "
+                f"task.callback.drain.timeout.ms = {self._settings.drain_callback_timeout_ms} ms; no final commit"
             )
         )
 
     def drain_done(self, ti: RunLoopTask, coordinator: ReadableCoordinator) -> None:
         """The task's on_drain returned: final commit (waited for), then its vote to shut down.
         The coordinator's requests are not needed: the task commits and stops anyway."""
+        ti.state.hook_in_flight = False
 
         def committed() -> None:
             timer = self._drain_timers.pop(ti.name, None)
@@ -478,6 +496,9 @@ class RunLoop:
         """Stop consuming, finish in-flight work (window not forced), final commit of every task."""
         log.info("shutting down: finishing in-flight work")
         self._stop_timers()
+        for h in self._drain_timers.values():  # a stop during a drain ends it the ordinary way
+            h.cancel()
+        self._drain_timers.clear()
         self._consumers.stop_fetching()
         for ti in self.tasks:
             ti.state.stopping = True

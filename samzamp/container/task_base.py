@@ -34,6 +34,7 @@ class TaskBase:
         # While draining: SSPs whose watermark marker / drain marker the task has not reached yet.
         self.watermark_pending: set[SystemStreamPartition] = set()
         self.drain_pending: set[SystemStreamPartition] = set()
+        self.drain_marked: set[SystemStreamPartition] = set()  # the SSPs that got drain markers
         self.drop_producer_errors = drop_producer_errors
         group = f"TaskName-{name}"
         self.m_process_calls = metrics.counter(group, "process-calls")

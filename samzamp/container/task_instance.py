@@ -282,6 +282,12 @@ class TaskInstance(TaskBase):
         coordinator.shutdown()
         return coordinator
 
+    def enter_drain_mode(self, callback_timeout_ms: int) -> None:
+        """While draining, callbacks started from now on time out after task.callback.drain.timeout.ms
+        (when set; Samza's rule), so a drain cannot wait forever on one message."""
+        if callback_timeout_ms > 0:
+            self._timeout_s = callback_timeout_ms / 1000
+
     def on_drain(self) -> ReadableCoordinator:
         coordinator = ReadableCoordinator()
         if isinstance(self.task, DrainListenerTask):

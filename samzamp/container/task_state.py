@@ -33,11 +33,14 @@ class TaskState:
         "complete",
         "drained",
         "end_of_stream",
+        "final_window_done",
+        "hook_in_flight",
         "max_concurrency",
         "messages_in_flight",
         "need_commit",
         "need_window",
         "pending",
+        "redo",
         "stopping",
         "window_in_flight",
     )
@@ -45,6 +48,9 @@ class TaskState:
     def __init__(self, max_concurrency: int) -> None:
         self.max_concurrency = max_concurrency
         self.pending: deque[tuple[SystemStreamPartition, RawMessage]] = deque()
+        # How many entries at the front of ``pending`` a worker gave back (sent, then skipped after a
+        # request): they left the chooser long ago, so dispatching them again must not advance it.
+        self.redo = 0
         self.messages_in_flight = 0
         self.need_window = False
         self.need_commit = False
@@ -52,13 +58,15 @@ class TaskState:
         self.commit_in_flight = False
         self.end_of_stream = False  # every SSP of the task reached its end
         self.drained = False  # every SSP of the task passed its drain marker
+        self.final_window_done = False  # the drain's last window() ran
+        self.hook_in_flight = False  # on_end_of_stream or on_drain is running (maybe in a worker)
         self.complete = False  # end of stream or drain handled: the task takes no more work
         self.stopping = False  # the container is shutting down: no new process calls
 
     def next_op(self) -> WorkerOp:
         if self.complete:
             return WorkerOp.NO_OP
-        busy = self.window_in_flight or self.commit_in_flight
+        busy = self.window_in_flight or self.commit_in_flight or self.hook_in_flight
         idle = self.messages_in_flight == 0 and not busy
         if self.need_commit:
             return WorkerOp.COMMIT if idle else WorkerOp.NO_OP
@@ -90,4 +98,9 @@ class TaskState:
 
     @property
     def idle(self) -> bool:
-        return self.messages_in_flight == 0 and not self.window_in_flight and not self.commit_in_flight
+        return (
+            self.messages_in_flight == 0
+            and not self.window_in_flight
+            and not self.commit_in_flight
+            and not self.hook_in_flight
+        )

@@ -66,7 +66,11 @@ class DrainMonitor:
         """Check now; drain at once if asked to, else poll in the background."""
         if self.state is not MonitorState.INIT:
             raise RuntimeError(f"DrainMonitor.start() in state {self.state.value}")
-        found = await asyncio.to_thread(self.check)
+        try:
+            found = await asyncio.to_thread(self.check)
+        except Exception as e:  # the broker may be briefly unreachable: the polls will see it
+            log.warning("drain monitor: reading the metadata store at start failed (polling): %s", e)
+            found = None
         if found is not None:
             self.state = MonitorState.STOPPED
             log.info("drain notification %s for this run found at start", found.uuid)

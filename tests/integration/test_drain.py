@@ -259,7 +259,7 @@ def test_drain_waits_for_in_flight_work(broker, unique, tmp_path, task, override
 def test_a_notification_for_another_run_is_ignored(broker, unique, tmp_path) -> None:
     bootstrap, topic, _job, rec, cfg = _setup(broker, unique, tmp_path, "DrainingOrderTask", 2000)
     mine = f"run-a-{unique}"
-    r = run_drain(cfg, bootstrap, "--run-id", f"run-b-{unique}")
+    r = run_drain(cfg, bootstrap, "--set", f"app.run.id=run-b-{unique}")  # a deployment not started
     assert r.returncode == 0, r.stderr
     assert "not running yet" in r.stdout
     c = Container(cfg, bootstrap, FAST_MONITOR, f"app.run.id={mine}", log=tmp_path / "c.log")
@@ -272,7 +272,7 @@ def test_a_notification_for_another_run_is_ignored(broker, unique, tmp_path) -> 
     produce(bootstrap, topic, PARTITIONS, 400, 2000)
     wait_until(lambda: count_lines(rec) >= 2400, 60, "new input to be processed (still consuming)", c)
     drain_and_wait(cfg, bootstrap, c, f"app.run.id={mine}")
-    again = run_drain(cfg, bootstrap, "--run-id", f"run-b-{unique}")  # run-b's notification was left alone
+    again = run_drain(cfg, bootstrap, "--set", f"app.run.id=run-b-{unique}")  # run-b's notification was left alone
     assert again.returncode == 0, again.stderr
     assert "already requested" in again.stdout, again.stdout
 
@@ -280,7 +280,7 @@ def test_a_notification_for_another_run_is_ignored(broker, unique, tmp_path) -> 
 def test_a_notification_written_before_start_drains_right_after_start(broker, unique, tmp_path) -> None:
     bootstrap, _topic, job, rec, cfg = _setup(broker, unique, tmp_path, "DrainingOrderTask", 2000)
     run = f"run-c-{unique}"
-    r = run_drain(cfg, bootstrap, "--run-id", run)
+    r = run_drain(cfg, bootstrap, "--set", f"app.run.id={run}")
     assert r.returncode == 0, r.stderr
     c = Container(cfg, bootstrap, FAST_MONITOR, f"app.run.id={run}", log=tmp_path / "c.log")
     assert c.proc.wait(timeout=60) == 0, c.log_text()[-3000:]
@@ -290,9 +290,10 @@ def test_a_notification_written_before_start_drains_right_after_start(broker, un
     assert count_lines(rec) == 0  # drained before anything was fetched
     assert count_lines(rec, "D ") == PARTITIONS
     assert read_checkpoints(bootstrap, job) == []
-    # The run is over: asking again finds nothing to drain.
-    done = run_drain(cfg, bootstrap, "--run-id", run)
-    assert done.returncode == 3, (done.stdout, done.stderr)
+    # Asking again (a cron retry) is answered from the run's record.
+    done = run_drain(cfg, bootstrap, "--set", f"app.run.id={run}", "--wait", "--timeout", "5")
+    assert done.returncode == 0, (done.stdout, done.stderr)
+    assert f"run {run} already drained" in done.stdout
 
 
 def test_a_container_restarted_in_the_middle_of_a_drain_drains_at_once(broker, unique, tmp_path) -> None:
@@ -309,21 +310,25 @@ def test_a_container_restarted_in_the_middle_of_a_drain_drains_at_once(broker, u
     log2 = c2.log_text()
     assert run_id(log2)[0] == run1
     assert "found at start" in log2
-    nothing = run_drain(cfg, bootstrap)
-    assert nothing.returncode == 3, nothing.stdout
-    assert "no running deployment found" in nothing.stdout
+    again = run_drain(cfg, bootstrap)
+    assert again.returncode == 0, again.stdout
+    assert f"run {run1} already drained" in again.stdout
 
 
 def test_drain_command_exit_codes(broker, unique, tmp_path) -> None:
     bootstrap, _topic, _job, rec, cfg = _setup(broker, unique, tmp_path, "DrainingOrderTask", 500)
     never = run_drain(cfg, bootstrap)
     assert never.returncode == 3, never.stdout  # the job never ran
+    assert "no running deployment found" in never.stdout
     assert never.stdout.count("\n") == 1
     c = Container(cfg, bootstrap, "job.drain-monitor.enabled=false", log=tmp_path / "c.log")
     wait_until(lambda: count_lines(rec) >= 500, 60, "the seed to be processed", c)
     first = run_drain(cfg, bootstrap)
     second = run_drain(cfg, bootstrap)
     assert first.returncode == second.returncode == 0
+    bogus = run_drain(cfg, bootstrap, "--run-id", "1700000000000-deadbeef")  # not this job's run
+    assert bogus.returncode == 3, bogus.stdout
+    assert "is not this job's deployment" in bogus.stdout
     uuid = re.search(r"notification (\S+)\)", first.stdout)
     assert uuid
     assert "drain requested" in first.stdout

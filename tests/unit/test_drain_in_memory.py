@@ -1,6 +1,6 @@
 """Drain (seed 003) on the in-memory system: metadata store, notifications, run ids, the monitor, and
 the container's drain sequence. The same paths run against the real broker in
-tests/integration/test_drain.py.
+tests/integration/test_drain.py."""
 
 from __future__ import annotations
 
@@ -411,26 +411,50 @@ def test_drain_waits_for_async_work_in_flight() -> None:
     }
 
 
-def test_the_drain_timeout_fails_the_container_without_a_final_commit() -> None:
+DRAINING = threading.Event()
+
+
+class HeldAsync(AsyncStreamTask):
+    """Offset 0 completes once the container is draining; no later message ever completes."""
+
+    def process_async(self, envelope: Any, collector: Any, coordinator: Any, callback: Any) -> None:
+        EVENTS.append(("S", envelope.offset))
+        if envelope.offset == 0:
+
+            def complete_when_draining() -> None:
+                DRAINING.wait(10)
+                callback.complete()
+
+            threading.Thread(target=complete_when_draining).start()
+
+
+def test_while_draining_callbacks_time_out_after_the_drain_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
+    from samzamp.container.run_loop import RunLoop
+
+    original = RunLoop.drain
+
+    def drain(self: RunLoop, notification: str) -> None:
+        original(self, notification)
+        DRAINING.set()
+
+    monkeypatch.setattr(RunLoop, "drain", drain)
+    DRAINING.clear()
+    EVENTS.clear()
     streams = InMemoryStreams()
     _seed(streams, 1, 10)
-    container = _container(StuckAsync, streams, **{"task.callback.drain.timeout.ms": 200, "task.max.concurrency": 2})
+    # No task.callback.timeout.ms: before the drain a message may take as long as it likes.
+    container = _container(HeldAsync, streams, **{"task.callback.drain.timeout.ms": 200})
 
     async def main() -> None:
-        task = await _run_until(container, lambda ev: len(ev) >= 2)
+        task = await _run_until(container, lambda ev: ev == [("S", 0)])
         assert container.run_record is not None
         write_drain_notification(_drain_ns(streams), container.run_record.run_id)
         await asyncio.wait_for(task, 10)
 
-    EVENTS.clear()
-    with pytest.raises(Exception, match=r"task\.callback\.drain\.timeout\.ms = 200 ms \(2 messages in flight"):
+    with pytest.raises(Exception, match=r"offset 1 timed out after 200 ms"):
         asyncio.run(main())
+    assert EVENTS == [("S", 0), ("S", 1)]
     assert not container.drained
     current = read_current_run(_store(streams)[0].namespace(RUN_NAMESPACE))
     assert current is not None
     assert current.state is RunState.FAILED
-
-
-class StuckAsync(AsyncStreamTask):
-    def process_async(self, envelope: Any, collector: Any, coordinator: Any, callback: Any) -> None:
-        EVENTS.append(("S", envelope.offset))  # never completes
