@@ -93,7 +93,7 @@ KEYS: tuple[KeySpec, ...] = (
         "task.callback.drain.timeout.ms",
         "int",
         -1,
-        "Fail the container if a task's drain (window, on_drain) takes longer (ms); -1 = never.",
+        "While draining: a callback's timeout, and the bound on a task's last window, on_drain and commit (ms).",
     ),
     KeySpec("task.shutdown.ms", "int", 30000, "How long shutdown waits for in-flight work (ms).", 0),
     KeySpec("task.async.commit", "bool", False, "Commit while messages are in flight (not supported: must be false)."),
