@@ -87,6 +87,13 @@ def read_checkpoints(bootstrap: str, job: str, job_id: str = "1") -> list[tuple[
     return out
 
 
+def child_env() -> dict[str, str]:
+    """The environment of a samzamp command run by a test: the test tasks importable."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(HERE), str(ROOT), env.get("PYTHONPATH", "")])
+    return env
+
+
 def write_config(path: Path, text: str) -> Path:
     path.write_text(text)
     return path
@@ -98,8 +105,7 @@ class Container:
     started: ClassVar[list[Container]] = []  # killed after each test if still running (conftest)
 
     def __init__(self, config: Path, bootstrap: str, *overrides: str, log: Path | None = None) -> None:
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join([str(HERE), str(ROOT), env.get("PYTHONPATH", "")])
+        env = child_env()
         args = [
             sys.executable,
             "-m",
@@ -136,8 +142,7 @@ class Container:
 
 def run_drain(config: Path, bootstrap: str, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     """``bin/samzamp-drain config --set systems.kafka.bootstrap.servers=... *args``, output captured."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(HERE), str(ROOT), env.get("PYTHONPATH", "")])
+    env = child_env()
     cmd = [
         sys.executable,
         "-m",
