@@ -74,7 +74,7 @@ class TaskState:
             return WorkerOp.WINDOW if idle else WorkerOp.NO_OP
         if self.end_of_stream and not self.pending:
             return WorkerOp.END_OF_STREAM if idle else WorkerOp.NO_OP
-        if self.drained and not self.pending:
+        if self.drained and not self.pending and not self.stopping:  # a stop ends a drain not begun
             return WorkerOp.DRAIN if idle else WorkerOp.NO_OP
         if self.pending and self._may_process():
             return WorkerOp.PROCESS
