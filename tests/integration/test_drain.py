@@ -201,8 +201,10 @@ def test_drain_of_a_windowed_aggregation_loses_and_repeats_nothing(broker, uniqu
             p = rows[0][1]
             windows = [n for k, _, n in rows if k == "W"]
             assert sum(windows) == point[p] + 1, f"partition {p}: windows emitted {sum(windows)}"
-            tails[p] = [k for k, _, _ in rows[-3:]]
-    assert tails == {p: ["W", "D", "K"] for p in range(PARTITIONS)}  # window, on_drain, final checkpoint
+            # (K lines come from on_checkpoint: the final commit writes none when a timer commit
+            # already recorded the drain point; the checkpoint topic is checked above.)
+            tails[p] = [k for k, _, _ in rows if k != "K"][-3:]
+    assert tails == {p: ["P", "W", "D"] for p in range(PARTITIONS)}  # after the last message: window, on_drain
     emitted: Counter[int] = Counter()
     for m in read_all(bootstrap, out, [0]):
         p, n = m.value().decode().split()
