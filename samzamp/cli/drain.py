@@ -152,14 +152,14 @@ def _wait(job: str, store: CoordinatorStreamStore, run_id: str, uuid: str, seen:
     deadline = started + timeout
     while True:
         current = read_current_run(runs)
+        ours = current if current is not None and current.run_id == run_id else None
         pending = any(n.run_id == run_id for n in read_drain_notifications(notifications))
         seen = seen or pending
-        ours = current is not None and current.run_id == run_id
-        if (ours and current is not None and current.state is RunState.DRAINED) or (seen and not pending):
+        if (ours is not None and ours.state is RunState.DRAINED) or (seen and not pending):
             _say(job, f"run {run_id} drained ({time.monotonic() - started:.1f} s after the request)")
             return EXIT_OK
-        if ours and current is not None and current.state is RunState.STOPPED:
-            _say(job, f"run {run_id} stopped without draining ({_describe(current)}); the notification stays", True)
+        if ours is not None and ours.state is RunState.STOPPED:
+            _say(job, f"run {run_id} stopped without draining ({_describe(ours)}); the notification stays", True)
             return EXIT_FAILED
         if time.monotonic() >= deadline:
             _say(

@@ -68,7 +68,6 @@ class SystemConsumers:
         self._on_data: Callable[[], None] = lambda: None
         self._on_error: Callable[[BaseException], None] = lambda e: None
         self.fetching = True
-        self.draining = False
         # Offset of the newest message fetched per SSP (what a drain must still process), and the
         # SSPs whose bounded input ended (a drain leaves them alone).
         self._fetched_upto: dict[SystemStreamPartition, int] = {}
@@ -108,7 +107,6 @@ class SystemConsumers:
         Loop thread. Returns the drain point (the newest offset fetched per SSP, None when nothing
         was fetched in this run) and the SSPs that got markers.
         """
-        self.draining = True
         self.stop_fetching()  # after this no thread appends to the buffers
         marked = set()
         for ssp, buf in self._buffers.items():

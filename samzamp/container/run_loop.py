@@ -32,7 +32,7 @@ from samzamp.api.errors import CallbackTimeoutError
 from samzamp.commit.pipeline import commit_task
 from samzamp.commit.topic_checkpoint import TopicCheckpointManager
 from samzamp.config.settings import TaskSettings
-from samzamp.consume.system_consumers import DRAIN, END_OF_STREAM, WATERMARK_MAX, SystemConsumers
+from samzamp.consume.system_consumers import DRAIN, END_OF_STREAM, SystemConsumers
 from samzamp.container.coordinator import ReadableCoordinator
 from samzamp.container.task_state import TaskState, WorkerOp
 from samzamp.metrics.registry import Counter, Gauge, MetricsRegistry, Timer
@@ -51,7 +51,6 @@ class RunLoopTask(Protocol):
     ssps: frozenset[SystemStreamPartition]
     state: TaskState
     processing_ssps: set[SystemStreamPartition]
-    watermark_pending: set[SystemStreamPartition]
     drain_pending: set[SystemStreamPartition]
     drain_marked: set[SystemStreamPartition]
     last_processed: dict[SystemStreamPartition, int]
@@ -368,10 +367,10 @@ class RunLoop:
             if not ti.processing_ssps:
                 st.end_of_stream = True
         else:
-            self._consumers.try_update(ssp)  # the drain marker follows the watermark marker
-            if marker == WATERMARK_MAX:
-                ti.watermark_pending.discard(ssp)  # what comes next is the drain marker
-            elif marker == DRAIN:
+            # WATERMARK_MAX: the drain marker comes next. Its effect (windows emit what they hold)
+            # is the DRAIN op's last window(), which also waits until nothing is queued or in flight.
+            self._consumers.try_update(ssp)
+            if marker == DRAIN:
                 ti.drain_pending.discard(ssp)
         # Drained: every drain marker passed, and every input without one (its bounded input had
         # ended when the drain began) reached its end.
@@ -407,7 +406,6 @@ class RunLoop:
         self.drain_point, marked = self._consumers.drain()
         for ti in self.tasks:
             ti.drain_marked = {s for s in ti.ssps if s in marked}
-            ti.watermark_pending = set(ti.drain_marked)
             ti.drain_pending = set(ti.drain_marked)
             ti.enter_drain_mode(self._settings.drain_callback_timeout_ms)
         m = self._metrics

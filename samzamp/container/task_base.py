@@ -31,10 +31,9 @@ class TaskBase:
         self.checkpointed = dict(checkpointed)
         self.last_processed = dict(checkpointed)  # last processed offset per SSP (the low watermark)
         self.processing_ssps = set(ssps)  # SSPs not yet at end of stream
-        # While draining: SSPs whose watermark marker / drain marker the task has not reached yet.
-        self.watermark_pending: set[SystemStreamPartition] = set()
+        # While draining: the SSPs that got drain markers, and those whose marker the task has not reached.
+        self.drain_marked: set[SystemStreamPartition] = set()
         self.drain_pending: set[SystemStreamPartition] = set()
-        self.drain_marked: set[SystemStreamPartition] = set()  # the SSPs that got drain markers
         self.drop_producer_errors = drop_producer_errors
         group = f"TaskName-{name}"
         self.m_process_calls = metrics.counter(group, "process-calls")

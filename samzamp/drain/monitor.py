@@ -46,11 +46,9 @@ class DrainMonitor:
         self._stale_seen: set[str] = set()
         self._poller: asyncio.Task[None] | None = None
         self.state = MonitorState.INIT
-        self.polls = 0
 
     def check(self) -> DrainNotification | None:
         """One read of the store (blocking): this run's notification, if there is one."""
-        self.polls += 1
         found = None
         for n in read_drain_notifications(self._store):
             if n.run_id == self.run_id:
