@@ -260,8 +260,10 @@ class RunLoop:
         deadline_ns = time.perf_counter_ns() + int(SLICE_S * 1e9)  # runs end with the slice
         refill = consumers.refill
         refill()
-        for _ in range(SLICE):
-            if clock() > deadline:
+        for i in range(SLICE):
+            # Time is checked only once something was chosen: a refill that took the whole slice
+            # (a poll waiting for the GIL) must not make a slice with work in it look idle.
+            if i and clock() > deadline:
                 break
             chosen = choose()
             if chosen is None:
