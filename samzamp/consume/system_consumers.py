@@ -5,8 +5,15 @@ chooser lacks an SSP's next message (``refill``): no thread hand-off, no wake-up
 on the hot path. When the loop runs out of work it calls ``idle()`` and the fetch thread takes over
 with a blocking poll, posting what it got to the loop with ``call_soon_threadsafe``. A lock that the
 loop only ever *tries* to take makes sure one of them polls at a time. Raw messages go to per-SSP
-deques (append by the poller, popleft on the loop thread: both atomic in CPython). An SSP whose
-buffer passes its share of task.fetch.threshold is paused at the consumer until it drains to half.
+deques (append by the poller, popleft on the loop thread: both atomic in CPython).
+
+Back-pressure: no poll while the buffers hold task.fetch.threshold messages or more; the consumer's
+own bounded prefetch then stops fetching too. Pausing an SSP is kept for the case where that would
+starve one: when some SSP has run dry while the buffers are full, the SSPs holding more than their
+share of the threshold are paused (until they drain to half of it), and the poll goes on for the
+rest. Pausing is the last resort because librdkafka drops what it prefetched for a paused
+partition and fetches it again on resume (librdkafka issue 5343): pausing whenever an SSP passed
+its share cost the no-op benchmark about a tenth of its throughput in refetches and idle waits.
 
 Flow control (Samza's): the chooser holds at most one envelope per SSP; the SSP's next envelope is
 handed over only when the loop calls ``try_update(ssp)``, i.e. when its task takes the previous one.
@@ -56,7 +63,8 @@ class SystemConsumers:
         self._buffers: dict[SystemStreamPartition, deque[RawMessage]] = {s: deque() for s in ssps}
         # SSPs whose next envelope the chooser is waiting for (its previous one was taken).
         self._needed: set[SystemStreamPartition] = set(ssps)
-        self._high = max(64, fetch_threshold // max(1, len(ssps)))
+        self._threshold = fetch_threshold
+        self._high = max(64, fetch_threshold // max(1, len(ssps)))  # an SSP's share
         self._poll_s = poll_interval_ms / 1000
         self._paused: set[SystemStreamPartition] = set()
         self._stop = threading.Event()
@@ -126,9 +134,11 @@ class SystemConsumers:
             c.stop()
 
     # -- polling ------------------------------------------------------------------------------
-    def _poll_all(self, timeout_s: float) -> list[SystemStreamPartition]:
-        """Poll every consumer once (the caller holds the poll lock); returns the SSPs that got data."""
-        self._apply_backpressure()
+    def _poll_all(self, timeout_s: float) -> list[SystemStreamPartition] | None:
+        """Poll every consumer once (the caller holds the poll lock); returns the SSPs that got data,
+        or None when the buffers are full and no poll was made."""
+        if not self._apply_backpressure():
+            return None
         got: list[SystemStreamPartition] = []
         buffers = self._buffers
         upto = self._fetched_upto
@@ -182,27 +192,38 @@ class SystemConsumers:
                 if got and not self._stop.is_set():
                     loop.call_soon_threadsafe(self._on_fetched, got)
                 elif self._loop_idle:
+                    if got is None:  # buffers full: the loop has work queued; look again later
+                        self._stop.wait(self._poll_s)
                     self._want_fetch.set()  # still nothing: keep waiting while the loop has nothing
         except BaseException as e:
             if not self._stop.is_set():
                 loop.call_soon_threadsafe(self._on_error, e)
 
-    def _apply_backpressure(self) -> None:
-        pause: dict[str, list[SystemStreamPartition]] = {}
+    def _apply_backpressure(self) -> bool:
+        """Resume paused SSPs that drained to half their share; True if a poll may be made now."""
+        buffers = self._buffers
+        paused = self._paused
         resume: dict[str, list[SystemStreamPartition]] = {}
-        for ssp, buf in self._buffers.items():
-            n = len(buf)
-            if ssp in self._paused:
-                if n <= self._high // 2:
-                    self._paused.discard(ssp)
+        if paused:
+            for ssp in list(paused):
+                if len(buffers[ssp]) <= self._high // 2:
+                    paused.discard(ssp)
                     resume.setdefault(ssp.system, []).append(ssp)
-            elif n >= self._high:
-                self._paused.add(ssp)
+            for system, ssps in resume.items():
+                self._consumers[system].resume(ssps)
+        if sum(map(len, buffers.values())) < self._threshold:
+            return True
+        ended = self._ended
+        if not any(not buffers[s] and s not in paused and s not in ended for s in self._needed):
+            return False  # nothing runs dry: what is buffered keeps the tasks busy
+        pause: dict[str, list[SystemStreamPartition]] = {}
+        for ssp, buf in buffers.items():
+            if ssp not in paused and len(buf) >= self._high:
+                paused.add(ssp)
                 pause.setdefault(ssp.system, []).append(ssp)
         for system, ssps in pause.items():
             self._consumers[system].pause(ssps)
-        for system, ssps in resume.items():
-            self._consumers[system].resume(ssps)
+        return True
 
     # -- loop thread -------------------------------------------------------------------------
     def _on_fetched(self, ssps: list[SystemStreamPartition]) -> None:
