@@ -1,0 +1,111 @@
+"""Back-pressure in SystemConsumers (task.fetch.threshold): polling stops while the buffers are full,
+and an SSP is paused only when another one that could take data has run dry (a pause makes
+librdkafka drop and fetch again what it had prefetched for the partition)."""
+
+from __future__ import annotations
+
+from samzamp.api.envelope import SystemStreamPartition
+from samzamp.choose.round_robin import RoundRobinChooser
+from samzamp.consume.system_consumers import SystemConsumers
+from samzamp.metrics.registry import MetricsRegistry
+from samzamp.systems.base import RawMessage, StartOffset
+
+A = SystemStreamPartition("s", "in", 0)
+B = SystemStreamPartition("s", "in", 1)
+
+
+class ScriptedConsumer:
+    """Each poll hands out the next planned batch per SSP, and records every call."""
+
+    def __init__(self) -> None:
+        self.plan: list[dict[SystemStreamPartition, int]] = []
+        self.next_offset = {A: 0, B: 0}
+        self.polls = 0
+        self.paused: list[list[SystemStreamPartition]] = []
+        self.resumed: list[list[SystemStreamPartition]] = []
+
+    def register(self, ssp: SystemStreamPartition, start: StartOffset) -> None: ...
+
+    def start(self) -> None: ...
+
+    def poll(self, timeout_s: float) -> dict[SystemStreamPartition, list[RawMessage]]:
+        self.polls += 1
+        counts = self.plan.pop(0) if self.plan else {}
+        out = {}
+        for ssp, n in counts.items():
+            first = self.next_offset[ssp]
+            out[ssp] = [(o, None, b"v", 0) for o in range(first, first + n)]
+            self.next_offset[ssp] = first + n
+        return out
+
+    def pause(self, ssps: list[SystemStreamPartition]) -> None:
+        self.paused.append(sorted(ssps))
+
+    def resume(self, ssps: list[SystemStreamPartition]) -> None:
+        self.resumed.append(sorted(ssps))
+
+    def high_watermark(self, ssp: SystemStreamPartition) -> int | None:
+        return None
+
+    def stop(self) -> None: ...
+
+
+def consumers(threshold: int) -> tuple[SystemConsumers, ScriptedConsumer]:
+    c = ScriptedConsumer()
+    sc = SystemConsumers({"s": c}, [A, B], RoundRobinChooser(), MetricsRegistry(), threshold, 50)
+    return sc, c
+
+
+def take(sc: SystemConsumers, ssp: SystemStreamPartition, n: int) -> None:
+    """What the loop does when a task takes ``n`` messages of ``ssp``: pop them from its buffer."""
+    buf = sc.buffer(ssp)
+    for _ in range(n):
+        buf.popleft()
+
+
+def test_an_ssp_over_its_share_is_not_paused_while_the_total_is_under_the_threshold() -> None:
+    sc, c = consumers(threshold=400)  # a share of 200 per SSP
+    c.plan = [{B: 300}, {A: 10}]
+    sc.refill()
+    sc.choose()
+    sc.try_update(B)
+    assert len(sc.buffer(B)) > 200
+    sc.refill()  # A is needed: 299 buffered in all is under the threshold, so poll, pausing nothing
+    assert c.polls == 2
+    assert c.paused == []
+    assert len(sc.buffer(A)) == 9
+
+
+def test_no_poll_and_no_pause_when_the_buffers_are_full_and_nothing_ran_dry() -> None:
+    sc, c = consumers(threshold=400)
+    c.plan = [{A: 300, B: 300}]
+    sc.refill()
+    assert c.polls == 1
+    # Nothing is needed by the chooser (both SSPs have an envelope there): a poll would only
+    # grow the buffers. The fetch thread's poll (the loop idle, its tasks busy) is skipped.
+    assert sc._poll_all(0) is None
+    assert c.polls == 1
+    assert c.paused == []
+
+
+def test_a_paused_ssp_resumes_once_it_drained_to_half_its_share() -> None:
+    sc, c = consumers(threshold=400)
+    c.plan = [{B: 450}]
+    sc.refill()
+    sc.choose()
+    sc.try_update(B)
+    # A is needed and empty, B holds 448 >= 400: B is paused and the poll goes on for A.
+    c.plan = [{A: 5}]
+    sc.refill()
+    assert c.paused == [[B]]
+    take(sc, B, len(sc.buffer(B)) - 150)  # 150 left: more than half of the share of 200
+    sc.choose()
+    take(sc, A, len(sc.buffer(A)))
+    sc.try_update(A)
+    sc.refill()
+    assert c.resumed == []
+    take(sc, B, 50)  # 100 left: half the share
+    sc.choose()
+    sc.try_update(A)
+    sc.refill()
+    assert c.resumed == [[B]]
