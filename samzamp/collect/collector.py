@@ -11,7 +11,7 @@ from samzamp.api.envelope import OutgoingMessageEnvelope, SystemStream
 from samzamp.api.errors import SerdeError, SystemFailureError
 from samzamp.api.serde import Serde
 from samzamp.metrics.registry import Counter
-from samzamp.systems.base import Flushable, SystemProducer
+from samzamp.systems.base import Flushable, KeyedSend, SystemProducer
 
 __all__ = ["TaskCollector"]
 
@@ -49,12 +49,12 @@ class TaskCollector(MessageCollector):
         self.producers_used: set[Flushable] = set()
         self._producers = producers
         self._serdes_of = serdes_of
-        self._routes: dict[SystemStream, tuple[Encode, Encode, SendFn]] = {}
+        self._routes: dict[SystemStream, tuple[Encode, Encode, SendFn, KeyedSend | None]] = {}
         self._drop_errors = drop_serialization_errors
         self._send_calls = send_calls
         self._dropped = dropped
 
-    def _route(self, ss: SystemStream) -> tuple[Encode, Encode, SendFn]:
+    def _route(self, ss: SystemStream) -> tuple[Encode, Encode, SendFn, KeyedSend | None]:
         try:
             producer = self._producers[ss.system]
         except KeyError:
@@ -62,13 +62,18 @@ class TaskCollector(MessageCollector):
                 f"task {self.task_name!r} sent to {ss}, but system {ss.system!r} is not configured (add systems.{ss.system}.samza.factory)"
             ) from None
         key_serde, msg_serde = self._serdes_of(ss)
-        route = self._routes[ss] = (_encoder(key_serde), _encoder(msg_serde), producer.send)
+        route = self._routes[ss] = (
+            _encoder(key_serde),
+            _encoder(msg_serde),
+            producer.send,
+            producer.keyed_sender(ss.stream),
+        )
         self.producers_used.add(producer)
         return route
 
     def send(self, envelope: OutgoingMessageEnvelope) -> None:
         ss = envelope.system_stream
-        key_enc, msg_enc, producer_send = self._routes.get(ss) or self._route(ss)
+        key_enc, msg_enc, producer_send, keyed_send = self._routes.get(ss) or self._route(ss)
         key = envelope.key
         value = envelope.message
         pkey = envelope.partition_key
@@ -89,6 +94,12 @@ class TaskCollector(MessageCollector):
                 "(set its serdes with streams.<id>.samza.key.serde / msg.serde, or task.drop.serialization.errors=true)"
             ) from e
         self._send_calls.count += 1
+        if keyed_send is not None and pkey is None and envelope.partition is None:
+            try:
+                keyed_send(value, key)  # the common case, without the producer's Python frame
+                return
+            except Exception:
+                pass  # back-pressure or a failure: send() waits for room, or reports what is wrong
         producer_send(ss.stream, key, value, envelope.partition, pkey)
 
 

@@ -8,27 +8,28 @@ __all__ = ["ReadableCoordinator"]
 
 
 class ReadableCoordinator(TaskCoordinator):
-    __slots__ = ("commit_requested", "commit_scope", "shutdown_requested", "shutdown_scope")
+    __slots__ = ("commit_requested", "commit_scope", "requested", "shutdown_requested", "shutdown_scope")
 
     def __init__(self) -> None:
+        self.requested = False  # either request: one attribute for the per-message check
         self.commit_requested = False
         self.commit_scope = RequestScope.CURRENT_TASK
         self.shutdown_requested = False
         self.shutdown_scope = RequestScope.CURRENT_TASK
 
     def commit(self, scope: RequestScope = RequestScope.CURRENT_TASK) -> None:
-        self.commit_requested = True
+        self.commit_requested = self.requested = True
         if scope is RequestScope.ALL_TASKS_IN_CONTAINER:
             self.commit_scope = scope
 
     def shutdown(self, scope: RequestScope = RequestScope.CURRENT_TASK) -> None:
-        self.shutdown_requested = True
+        self.shutdown_requested = self.requested = True
         if scope is RequestScope.ALL_TASKS_IN_CONTAINER:
             self.shutdown_scope = scope
 
     @property
     def has_requests(self) -> bool:
-        return self.commit_requested or self.shutdown_requested
+        return self.requested
 
     def flags(self) -> tuple[bool, bool, bool, bool]:
         """(commit, commit for all tasks, shutdown, shutdown for all tasks): how a worker reports them."""

@@ -149,6 +149,9 @@ class TaskInstance(TaskBase):
         try:
             while True:
                 offset, key_bytes, value_bytes, ts = raw
+                if offset < 0:  # a control marker ends the run; it stays first in the buffer
+                    buffer.appendleft(raw)
+                    return taken - 1
                 try:
                     key = key_bytes if key_dec is None or key_bytes is None else key_dec(key_bytes)
                     message = value_bytes if msg_dec is None or value_bytes is None else msg_dec(value_bytes)
@@ -171,12 +174,12 @@ class TaskInstance(TaskBase):
                         max_ns = ns
                     n += 1
                     done = offset
-                    if coordinator.commit_requested or coordinator.shutdown_requested:
+                    if coordinator.requested:
                         self.last_processed[ssp] = offset
                         self._coordinator = ReadableCoordinator()
                         self._on_requests(self, coordinator)
                         return taken
-                if taken >= limit or not buffer or buffer[0][0] < 0 or started > deadline_ns:
+                if taken >= limit or not buffer or started > deadline_ns:
                     return taken
                 raw = buffer.popleft()
                 taken += 1

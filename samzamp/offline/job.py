@@ -143,6 +143,9 @@ class _NoProducer:
     ) -> None:
         raise OfflineError("offline jobs never write checkpoints")
 
+    def keyed_sender(self, stream: str) -> None:
+        return None
+
     def flush(self, timeout_s: float) -> int:
         return 0
 

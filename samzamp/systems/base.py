@@ -8,12 +8,14 @@ container's one fetch thread. ``SystemProducer.send`` is called from the thread 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Protocol
 
 from samzamp.api.envelope import SystemStreamPartition
 
 __all__ = [
     "Flushable",
+    "KeyedSend",
     "OLDEST",
     "UPCOMING",
     "RawMessage",
@@ -29,6 +31,9 @@ RawMessage = tuple[int, bytes | None, bytes | None, int]
 OLDEST = "oldest"
 UPCOMING = "upcoming"
 StartOffset = int | str  # an exact offset to read next, or OLDEST / UPCOMING
+
+# SystemProducer.keyed_sender's function: (value bytes, key bytes).
+KeyedSend = Callable[[bytes | None, bytes | None], None]
 
 
 class SystemConsumer(Protocol):
@@ -70,6 +75,11 @@ class SystemProducer(Flushable, Protocol):
         partition_key: bytes | None,
     ) -> None:
         """Queue one message (``partition`` pins it; else ``partition_key``, else the key, chooses)."""
+
+    def keyed_sender(self, stream: str) -> KeyedSend | None:
+        """Optionally, a quicker ``send`` to ``stream`` for a message its key places: called as
+        ``fn(value, key)``, it may raise on any failure, back-pressure included, and the caller then
+        sends the message again through ``send``, which waits or reports. None: use ``send``."""
 
     def stop(self) -> None: ...
 

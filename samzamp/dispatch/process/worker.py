@@ -225,7 +225,7 @@ class Worker:
             if ns > max_ns:
                 max_ns = ns
             count += 1
-            if coordinator.commit_requested or coordinator.shutdown_requested:
+            if coordinator.requested:
                 self._report_processed(t, frame.epoch, count, total_ns, max_ns)
                 self.out.append(f.encode(f.Requested(t, frame.epoch, *coordinator.flags())))
                 wt.skip_epoch = frame.epoch

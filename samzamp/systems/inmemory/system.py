@@ -140,6 +140,9 @@ class InMemorySystemProducer:
             partition = 0 if pk is None else zlib.crc32(pk) % n
         self._streams.append(stream, partition, key, value)
 
+    def keyed_sender(self, stream: str) -> None:
+        return None
+
     def flush(self, timeout_s: float) -> int:
         return 0
 

@@ -44,11 +44,14 @@ class KafkaSystemConsumer:
         self._consumer = Consumer(consumer_config(bootstrap, group_id, user_config))
         self._starts: dict[SystemStreamPartition, StartOffset] = {}
         self._ssp_of: dict[tuple[str, int], SystemStreamPartition] = {}
+        self._by_partition: dict[int, SystemStreamPartition] | None = None
         self._batch = batch
 
     def register(self, ssp: SystemStreamPartition, start: StartOffset) -> None:
         self._starts[ssp] = start
         self._ssp_of[(ssp.stream, ssp.partition)] = ssp
+        topics = {s.stream for s in self._starts}
+        self._by_partition = {s.partition: s for s in self._starts} if len(topics) == 1 else None
 
     def start(self) -> None:
         tps = []
@@ -72,28 +75,35 @@ class KafkaSystemConsumer:
                 msgs.extend(self._consumer.consume(self._batch - 1, 0))
         out: dict[SystemStreamPartition, list[RawMessage]] = {}
         ssp_of = self._ssp_of
-        last_key: tuple[str, int] | None = None
+        # The SSPs by partition when this consumer reads a single topic (the common case), which
+        # spares a topic() call and a tuple per message.
+        by_partition = self._by_partition
+        # A consume batch comes in runs of one partition: look the SSP up when the run changes.
+        last_key: object = None
         bucket: list[RawMessage] = []
+        append = bucket.append
         for m in msgs:
             err = m.error()
             if err is not None:
-                if err.code() == PARTITION_EOF:
-                    continue
-                if err.fatal() or err.code() in (
-                    KafkaError.UNKNOWN_TOPIC_OR_PART,
-                    KafkaError.TOPIC_AUTHORIZATION_FAILED,
-                ):
-                    raise SystemFailureError(f"kafka consumer of system {self._system!r}: {err.str()}")
-                log.warning("kafka consumer of system %r: %s", self._system, err.str())
+                self._on_error(err)
                 continue
-            key = (m.topic() or "", m.partition() or 0)
+            partition = m.partition()
+            key = partition if by_partition is not None else (m.topic(), partition)
             if key != last_key:
-                ssp = ssp_of[key]
+                ssp = by_partition[partition] if by_partition is not None else ssp_of[key]  # type: ignore[index]
                 bucket = out.get(ssp) or out.setdefault(ssp, [])
+                append = bucket.append
                 last_key = key
-            ts = m.timestamp()
-            bucket.append((m.offset() or 0, m.key(), m.value(), ts[1] if ts[0] else 0))
+            ts_type, ts = m.timestamp()
+            append((m.offset() or 0, m.key(), m.value(), ts if ts_type else 0))
         return out
+
+    def _on_error(self, err: KafkaError) -> None:
+        if err.code() == PARTITION_EOF:
+            return
+        if err.fatal() or err.code() in (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError.TOPIC_AUTHORIZATION_FAILED):
+            raise SystemFailureError(f"kafka consumer of system {self._system!r}: {err.str()}")
+        log.warning("kafka consumer of system %r: %s", self._system, err.str())
 
     def pause(self, ssps: list[SystemStreamPartition]) -> None:
         self._consumer.pause([TopicPartition(s.stream, s.partition) for s in ssps])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
@@ -10,6 +11,7 @@ from typing import Any
 from confluent_kafka import KafkaError, Producer
 
 from samzamp.api.errors import SystemFailureError
+from samzamp.systems.base import KeyedSend
 
 __all__ = ["KafkaSystemProducer", "murmur2_partition"]
 
@@ -131,6 +133,11 @@ class KafkaSystemProducer:
                 time.sleep(0.001)
             except Exception as e:
                 raise SystemFailureError(f"system {self._system!r}: cannot send to {stream!r}: {e}") from e
+
+    def keyed_sender(self, stream: str) -> KeyedSend:
+        # librdkafka's produce itself, the stream bound in C: no Python frame per message. A
+        # BufferError (queue full) or any other failure goes back to the caller, who calls send.
+        return functools.partial(self._produce, stream)
 
     def flush(self, timeout_s: float) -> int:
         return int(self._producer.flush(timeout_s))
