@@ -3,8 +3,8 @@ has more than 2 cores), side by side on one broker in one run; prints messages/s
 
 The job (bench/cpu_task.py): JSON in, a deterministic pure-Python loop of ~20 µs per message, JSON out, 4 input
 partitions, 200,000 messages of ~100 bytes (the input of bench/noop.py). Each configuration is timed from the
-first output seen to the last, by a consumer of the output topic in this process. Rounds alternate between the
-configurations; with --repeat the medians are reported.
+first output seen to the last, watched from this process as bench/noop.py does (OutputWatch: offsets, then only
+the last tenth read). Rounds alternate between the configurations; with --repeat the medians are reported.
 
 Target (issue 3): pool size 2 at least 1.7x pool size 1 on a 2-core machine (goal 1.9x). The broker, the
 container's loop and its workers all share the machine's cores.
