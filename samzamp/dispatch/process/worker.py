@@ -59,6 +59,8 @@ log = logging.getLogger("samzamp.worker")
 
 EXIT_PARENT_GONE = 3
 FLUSH_TIMEOUT_S = 300.0
+# Report completions after this much process time at the latest (see Worker.serve).
+REPORT_EVERY_NS = 2_000_000
 
 
 def _die_with_parent(parent_pid: int) -> None:
@@ -109,6 +111,8 @@ class Worker:
         self.changelogs: dict[str, ChangelogProducer] = {}
         self.tasks: list[WorkerTask] = []
         self.out: list[bytes] = []
+        self._unreported_ns = 0  # process time behind the Processed frames in ``out``
+        self._urgent = False  # ``out`` holds an answer the loop waits for
 
     # -- set-up -------------------------------------------------------------------------------
     def start(self) -> None:
@@ -149,21 +153,30 @@ class Worker:
 
     # -- serving ------------------------------------------------------------------------------
     def serve(self) -> None:
+        """Handle the loop's frames until Stop.
+
+        Completions (``Processed``) are reported when REPORT_EVERY_NS of process time has gone
+        unreported, or when no more input is waiting: one report, one wake-up of the loop, per
+        many messages, while the task's in-flight window (IN_FLIGHT_TARGET_NS of work, five times
+        as much) keeps this worker busy meanwhile. Any other answer (a request, window done,
+        commit ready) goes at once: the loop is waiting for it.
+        """
         rx = self.rx
         decode = f.decode_from_loop
+        records: list[bytes] = []
         while True:
-            try:
-                records = rx.receive_many(timeout=1.0)
-            except TimeoutError:
-                records = []
+            if not records:
+                self._send_out()  # nothing more to do now: report before sleeping
+                try:
+                    records = rx.receive_many(timeout=1.0)
+                except TimeoutError:
+                    continue
             for record in records:
                 frame = decode(record)
                 if isinstance(frame, f.Process):
                     self._process(frame)
-                    # Report at once, not after the rest of what was received: the loop refills the
-                    # task's in-flight window from these, so the worker never runs dry.
-                    self.tx.send_many(self.out)
-                    self.out.clear()
+                    if self._unreported_ns < REPORT_EVERY_NS and not self._urgent:
+                        continue
                 elif isinstance(frame, f.Window):
                     self._window(frame.task)
                 elif isinstance(frame, f.Commit):
@@ -177,9 +190,20 @@ class Worker:
                 elif isinstance(frame, f.Stop):
                     self._stop()
                     return
-            if self.out:
-                self.tx.send_many(self.out)
-                self.out.clear()
+                self._send_out()
+            records = rx.receive_many_nowait()
+
+    def _send_out(self) -> None:
+        if self.out:
+            self.tx.send_many(self.out)
+            self.out.clear()
+        self._unreported_ns = 0
+        self._urgent = False
+
+    def _reply(self, frame: f.FromWorker) -> None:
+        """Queue an answer the loop waits for: it goes out right after the frame being handled."""
+        self.out.append(f.encode(frame))
+        self._urgent = True
 
     def fail(self, t: int, error: BaseException) -> None:
         self.out.append(f.encode(f.Failed(t, type(error).__name__, str(error))))
@@ -227,13 +251,14 @@ class Worker:
             count += 1
             if coordinator.requested:
                 self._report_processed(t, frame.epoch, count, total_ns, max_ns)
-                self.out.append(f.encode(f.Requested(t, frame.epoch, *coordinator.flags())))
+                self._reply(f.Requested(t, frame.epoch, *coordinator.flags()))
                 wt.skip_epoch = frame.epoch
                 return
         self._report_processed(t, frame.epoch, count, total_ns, max_ns)
 
     def _report_processed(self, t: int, epoch: int, count: int, total_ns: int, max_ns: int) -> None:
         self.out.append(f.encode(f.Processed(t, epoch, count, total_ns, max_ns)))
+        self._unreported_ns += total_ns
 
     def _window(self, t: int) -> None:
         wt = self.tasks[t]
@@ -245,7 +270,7 @@ class Worker:
             except Exception as e:
                 if not is_ignored(e, wt.ignored):
                     self.fail(t, task_failure(wt.name, e))
-        self.out.append(f.encode(f.WindowDone(t, time.perf_counter_ns() - started, *coordinator.flags())))
+        self._reply(f.WindowDone(t, time.perf_counter_ns() - started, *coordinator.flags()))
 
     def _end_of_stream(self, t: int) -> None:
         wt = self.tasks[t]
@@ -256,7 +281,7 @@ class Worker:
             except Exception as e:
                 self.fail(t, task_failure(wt.name, e))
         coordinator.shutdown()
-        self.out.append(f.encode(f.EndOfStreamDone(t, *coordinator.flags())))
+        self._reply(f.EndOfStreamDone(t, *coordinator.flags()))
 
     def _drain(self, t: int) -> None:
         wt = self.tasks[t]
@@ -267,7 +292,7 @@ class Worker:
             except Exception as e:
                 if not is_ignored(e, wt.ignored):
                     self.fail(t, task_failure(wt.name, e))
-        self.out.append(f.encode(f.DrainDone(t, *coordinator.flags())))
+        self._reply(f.DrainDone(t, *coordinator.flags()))
 
     def _commit(self, t: int) -> None:
         """Commit steps 1, 3, 4 for task ``t`` (see samzamp.commit.pipeline): the loop took step 2."""
@@ -290,7 +315,7 @@ class Worker:
                 markers = wt.storage.commit()  # step 4: the changelog is durable; apply the stores' writes
             except Exception as e:
                 self.fail(t, task_failure(wt.name, e))
-        self.out.append(f.encode(f.CommitReady(t, errors, markers)))
+        self._reply(f.CommitReady(t, errors, markers))
 
     def _checkpointed(self, frame: f.Checkpointed) -> None:
         wt = self.tasks[frame.task]
