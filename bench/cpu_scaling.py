@@ -104,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
                     results[pool].append(res)
                     print(
                         f"round {r + 1}/{reps}  pool {pool}  {res.rate:>9,.0f} msg/s  ({res.messages} in "
-                        f"{res.seconds:.2f} s; cpu: container+workers' loop {res.cpu:.0%}, broker {res.broker_cpu:.0%}; "
+                        f"{res.seconds:.2f} s; cpu: container and workers {res.cpu:.0%}, broker {res.broker_cpu:.0%}; "
                         f"start -> first output {res.startup_s:.2f} s)",
                         flush=True,
                     )

@@ -21,7 +21,8 @@ fetch.queue.backoff.ms = 10 (``--fetch-queue-backoff-ms``; -1 keeps librdkafka's
 default, a consumer that drains its prefetch queue faster than it refills idles ~0.8 s each time the
 queue fills, which is most of the plain loop's time at 200,000 messages and hides its real speed.
 Also printed: CPU use (all threads) over the timed window, of the plain loop's process or of the
-container, and of the broker. The machine's cores are shared by broker, container and this process.
+container and its workers, and of the broker. The machine's cores are shared by broker, container
+and this process. With BENCH_THREADS=1, each thread's share of running and of waiting for a CPU.
 
 With BENCH_PYSPY=/tmp/prefix set, py-spy records the container (/tmp/prefix-<round>.speedscope.json).
 With BENCH_LOG_DIR=/some/dir set, the container logs are kept there (container-<output topic>.log);
@@ -45,6 +46,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import msgspec
+import psutil
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -92,7 +94,7 @@ class SamzampResult:
     messages: int  # outputs counted in the timed window (after the first batch seen)
     seconds: float  # first output seen -> last output seen
     startup_s: float  # container started -> first output seen
-    cpu: float  # the container's CPU seconds in the timed window, over its wall time
+    cpu: float  # the CPU seconds of the container and its workers in the timed window, over its wall time
     broker_cpu: float  # likewise for the broker
     shutdown_s: float  # SIGTERM -> exit
     outputs: int  # every output seen, including any after the target count
@@ -111,6 +113,54 @@ def cpu_seconds(pid: int | None = None) -> float:
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
     except (OSError, ValueError, IndexError):
         return float("nan")
+
+
+def tree_cpu_seconds(pid: int) -> float:
+    """CPU time of a process and of its live descendants (the container and its workers)."""
+    try:
+        kids = [k.pid for k in psutil.Process(pid).children(recursive=True)]
+    except psutil.Error:
+        kids = []
+    return cpu_seconds(pid) + sum(cpu_seconds(k) for k in kids)
+
+
+class ThreadStats:
+    """With BENCH_THREADS=1: each thread's share of the timed window, for the container and its
+    workers (running, and waiting for a CPU: the run queue), from /proc/<pid>/task/*/schedstat."""
+
+    def __init__(self, pid: int) -> None:
+        self.enabled = bool(os.environ.get("BENCH_THREADS"))
+        self._pid = pid
+        self._start = self._snapshot() if self.enabled else {}
+
+    def _snapshot(self) -> dict[tuple[int, int, str], tuple[float, float]]:
+        out = {}
+        try:
+            pids = [self._pid, *(k.pid for k in psutil.Process(self._pid).children(recursive=True))]
+        except psutil.Error:
+            return out
+        for pid in pids:
+            for t in Path(f"/proc/{pid}/task").glob("*"):
+                try:
+                    stat = (t / "stat").read_text()
+                    run_ns, wait_ns, _ = (int(x) for x in (t / "schedstat").read_text().split())
+                except (OSError, ValueError):
+                    continue
+                comm = stat[stat.index("(") + 1 : stat.rindex(")")]
+                out[(pid, int(t.name), comm)] = (run_ns / 1e9, wait_ns / 1e9)
+        return out
+
+    def report(self, wall_s: float) -> None:
+        if not self.enabled:
+            return
+        for (pid, tid, comm), (run, wait) in sorted(self._snapshot().items()):
+            run0, wait0 = self._start.get((pid, tid, comm), (0.0, 0.0))
+            if run - run0 > 0.01 * wall_s:
+                kind = "container" if pid == self._pid else f"worker {pid}"
+                print(
+                    f"    {kind:<14} thread {tid} {comm:<16} running {(run - run0) / wall_s:4.0%}, "
+                    f"waiting for a CPU {(wait - wait0) / wall_s:4.0%}"
+                )
 
 
 def create_topics(bootstrap: str, names: list[str]) -> None:
@@ -369,9 +419,11 @@ def run_samzamp(
                 count = seen
                 if t_first is None:
                     t_first, first_seen = now, seen
-                    cpu0, bcpu0 = cpu_seconds(proc.pid), cpu_seconds(broker_pid)
+                    cpu0, bcpu0 = tree_cpu_seconds(proc.pid), cpu_seconds(broker_pid)
+                    threads = ThreadStats(proc.pid)
                 t_last = now
-            cpu1, bcpu1 = cpu_seconds(proc.pid), cpu_seconds(broker_pid)
+            cpu1, bcpu1 = tree_cpu_seconds(proc.pid), cpu_seconds(broker_pid)
+            threads.report(t_last - t_first)
             t_term = time.perf_counter()
             proc.send_signal(signal.SIGTERM)
             try:
