@@ -51,6 +51,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from samzamp.systems.kafka import EmbeddedBroker
+from samzamp.systems.kafka.producer import PRODUCER_LINGER_MS
 
 BENCH_DIR = Path(__file__).resolve().parent
 CONTAINER_BIN = BENCH_DIR.parent / "bin" / "samzamp-container"
@@ -61,7 +62,7 @@ EXTRA_SETS: list[str] = []  # --set KEY=VALUE overrides for the container
 
 # The producer settings samzamp's KafkaSystemProducer uses, so that both sides ask the broker the same.
 PRODUCER_CONF = {
-    "linger.ms": 5,
+    "linger.ms": PRODUCER_LINGER_MS,
     "partitioner": "murmur2_random",
     "enable.idempotence": False,
     "acks": "all",

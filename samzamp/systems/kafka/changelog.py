@@ -14,6 +14,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, To
 
 from samzamp.api.errors import SystemFailureError
 from samzamp.systems.kafka.codes import PARTITION_EOF
+from samzamp.systems.kafka.producer import PRODUCER_LINGER_MS
 
 if TYPE_CHECKING:
     from samzamp.config.settings import JobSettings
@@ -31,7 +32,7 @@ class ChangelogProducer:
     def __init__(self, bootstrap: str, user_config: dict[str, Any]) -> None:
         conf: dict[str, Any] = {
             "bootstrap.servers": bootstrap,
-            "linger.ms": 5,
+            "linger.ms": PRODUCER_LINGER_MS,
             "enable.idempotence": False,
             "acks": "all",
             "queue.buffering.max.messages": 200000,
