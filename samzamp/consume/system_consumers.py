@@ -9,9 +9,9 @@ deques (append by the poller, popleft on the loop thread: both atomic in CPython
 
 Back-pressure: no poll while the buffers hold task.fetch.threshold messages or more; the consumer's
 own bounded prefetch then stops fetching too. Pausing an SSP is kept for the case where that would
-starve one: when some SSP has run dry while the buffers are full, the SSPs holding more than their
-share of the threshold are paused (until they drain to half of it), and the poll goes on for the
-rest. Pausing is the last resort because librdkafka drops what it prefetched for a paused
+starve one: when some SSP has been dry for a poll interval (task.poll.interval.ms) while the buffers
+are full, the SSPs holding more than their share of the threshold are paused (until they drain to
+half of it), and the poll goes on for the rest. Pausing is the last resort because librdkafka drops what it prefetched for a paused
 partition and fetches it again on resume (librdkafka issue 5343): pausing whenever an SSP passed
 its share cost the no-op benchmark about a tenth of its throughput in refetches and idle waits.
 
@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 
@@ -57,8 +58,12 @@ class SystemConsumers:
         metrics: MetricsRegistry,
         fetch_threshold: int,
         poll_interval_ms: int,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._consumers = consumers
+        self._clock = clock
+        # When the buffers were first found full with some SSP run dry (None: not so now).
+        self._starved_since: float | None = None
         self._chooser = chooser
         self._buffers: dict[SystemStreamPartition, deque[RawMessage]] = {s: deque() for s in ssps}
         # SSPs whose next envelope the chooser is waiting for (its previous one was taken).
@@ -212,10 +217,21 @@ class SystemConsumers:
             for system, ssps in resume.items():
                 self._consumers[system].resume(ssps)
         if sum(map(len, buffers.values())) < self._threshold:
+            self._starved_since = None
             return True
         ended = self._ended
         if not any(not buffers[s] and s not in paused and s not in ended for s in self._needed):
+            self._starved_since = None
             return False  # nothing runs dry: what is buffered keeps the tasks busy
+        # An SSP ran dry while the others fill the buffers. Usually that passes by itself (the
+        # consumer hands out partitions in turns, and the others drain); it takes a pause when it
+        # lasts a poll interval (a slow task's SSP holds the buffers).
+        now = self._clock()
+        if self._starved_since is None:
+            self._starved_since = now
+        if now - self._starved_since < self._poll_s:
+            return False
+        self._starved_since = None
         pause: dict[str, list[SystemStreamPartition]] = {}
         for ssp, buf in buffers.items():
             if ssp not in paused and len(buf) >= self._high:

@@ -1,6 +1,6 @@
 """Back-pressure in SystemConsumers (task.fetch.threshold): polling stops while the buffers are full,
-and an SSP is paused only when another one that could take data has run dry (a pause makes
-librdkafka drop and fetch again what it had prefetched for the partition)."""
+and an SSP is paused only when another one that could take data has been dry for a poll interval
+(a pause makes librdkafka drop and fetch again what it had prefetched for the partition)."""
 
 from __future__ import annotations
 
@@ -50,9 +50,19 @@ class ScriptedConsumer:
     def stop(self) -> None: ...
 
 
-def consumers(threshold: int) -> tuple[SystemConsumers, ScriptedConsumer]:
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def consumers(threshold: int, clock: Clock | None = None) -> tuple[SystemConsumers, ScriptedConsumer]:
     c = ScriptedConsumer()
-    sc = SystemConsumers({"s": c}, [A, B], RoundRobinChooser(), MetricsRegistry(), threshold, 50)
+    sc = SystemConsumers(
+        {"s": c}, [A, B], RoundRobinChooser(), MetricsRegistry(), threshold, 50, clock=clock or Clock()
+    )
     return sc, c
 
 
@@ -88,16 +98,25 @@ def test_no_poll_and_no_pause_when_the_buffers_are_full_and_nothing_ran_dry() ->
     assert c.paused == []
 
 
-def test_a_paused_ssp_resumes_once_it_drained_to_half_its_share() -> None:
-    sc, c = consumers(threshold=400)
+def test_an_ssp_dry_for_a_poll_interval_pauses_the_full_ones_and_resumes_them_at_half_their_share() -> None:
+    clock = Clock()
+    sc, c = consumers(threshold=400, clock=clock)
     c.plan = [{B: 450}]
     sc.refill()
     sc.choose()
     sc.try_update(B)
-    # A is needed and empty, B holds 448 >= 400: B is paused and the poll goes on for A.
+    # A is needed and empty, B holds 448 >= 400. A dry spell shorter than the poll interval (50 ms)
+    # neither polls nor pauses: the buffered messages keep the tasks busy meanwhile.
     c.plan = [{A: 5}]
     sc.refill()
+    clock.now = 0.049
+    sc.refill()
+    assert (c.polls, c.paused) == (1, [])
+    # Dry for the whole interval: B is paused and the poll goes on for A.
+    clock.now = 0.050
+    sc.refill()
     assert c.paused == [[B]]
+    assert c.polls == 2
     take(sc, B, len(sc.buffer(B)) - 150)  # 150 left: more than half of the share of 200
     sc.choose()
     take(sc, A, len(sc.buffer(A)))
