@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from collections.abc import Callable
+from itertools import repeat
 from typing import Any
 
 from samzamp.api.envelope import SystemStreamPartition
@@ -89,25 +90,35 @@ class RemoteTaskInstance(TaskBase):
         self, ssp: SystemStreamPartition, first: RawMessage, buffer: deque[RawMessage], limit: int, deadline_ns: int
     ) -> int:
         """Dispatch ``first`` and up to ``limit - 1`` more of ``ssp``'s buffered messages (the state said
-        PROCESS), as far as the in-flight bound allows; stops before an end-of-stream marker."""
-        self.dispatch(ssp, first)
-        taken = 1
+        PROCESS), as far as the in-flight bound and the batch allow; stops before a control marker."""
         st = self.state
-        while taken < limit and buffer and st.messages_in_flight < st.max_concurrency and buffer[0][0] >= 0:
-            self.dispatch(ssp, buffer.popleft())
-            taken += 1
-        return taken
+        n = min(limit, st.max_concurrency - st.messages_in_flight, self._batch_size - len(self._batch))
+        run = [first]
+        popleft = buffer.popleft
+        for _ in range(min(n, len(buffer) + 1) - 1):
+            raw = popleft()
+            if raw[0] < 0:  # a control marker ends the run; it stays first in the buffer
+                buffer.appendleft(raw)
+                break
+            run.append(raw)
+        self._dispatch_run(ssp, run)
+        return len(run)
 
     # -- process --------------------------------------------------------------------------------
     def dispatch(self, ssp: SystemStreamPartition, raw: RawMessage) -> None:
-        self.state.messages_in_flight += 1
-        self.m_process_calls.count += 1
-        self._in_flight.append((ssp, raw))
+        self._dispatch_run(ssp, [raw])
+
+    def _dispatch_run(self, ssp: SystemStreamPartition, run: list[RawMessage]) -> None:
+        n = len(run)
+        st = self.state
+        st.messages_in_flight += n
+        self.m_process_calls.count += n
+        self._in_flight.extend(zip(repeat(ssp), run))
         batch = self._batch
         if not batch:
             self._on_dirty(self.flush)
-        batch.append((self._ssp_index[ssp], raw))
-        if len(batch) >= self._batch_size or len(batch) * 2 >= self.state.max_concurrency:
+        batch.extend(zip(repeat(self._ssp_index[ssp]), run))
+        if len(batch) >= self._batch_size or len(batch) * 2 >= st.max_concurrency:
             self.flush()
 
     def flush(self) -> None:
@@ -151,9 +162,15 @@ class RemoteTaskInstance(TaskBase):
         n = frame.count
         in_flight = self._in_flight
         last = self.last_processed
-        for _ in range(n):
+        if len(self._ssp_index) == 1 and n:  # one SSP (the usual task): only the newest offset counts
+            for _ in range(n - 1):
+                in_flight.popleft()
             ssp, raw = in_flight.popleft()
             last[ssp] = raw[0]
+        else:
+            for _ in range(n):
+                ssp, raw = in_flight.popleft()
+                last[ssp] = raw[0]
         self.state.messages_in_flight -= n
         self.m_processed.count += n
         t = self.m_process_ns
