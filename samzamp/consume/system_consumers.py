@@ -216,11 +216,19 @@ class SystemConsumers:
                     resume.setdefault(ssp.system, []).append(ssp)
             for system, ssps in resume.items():
                 self._consumers[system].resume(ssps)
-        if sum(map(len, buffers.values())) < self._threshold:
+        # A paused SSP's buffer only shrinks: leaving it out of the total lets the others fill up
+        # to the threshold, rather than wait for the paused one to drain.
+        if paused:
+            total = sum(len(b) for s, b in buffers.items() if s not in paused)
+        else:
+            total = sum(map(len, buffers.values()))
+        if total < self._threshold:
             self._starved_since = None
             return True
         ended = self._ended
-        if not any(not buffers[s] and s not in paused and s not in ended for s in self._needed):
+        # tuple(): a copy in one C call, as the loop thread may add to or discard from the set
+        # while this runs on the fetch thread.
+        if not any(not buffers[s] and s not in paused and s not in ended for s in tuple(self._needed)):
             self._starved_since = None
             return False  # nothing runs dry: what is buffered keeps the tasks busy
         # An SSP ran dry while the others fill the buffers. Usually that passes by itself (the

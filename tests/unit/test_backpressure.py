@@ -128,3 +128,26 @@ def test_an_ssp_dry_for_a_poll_interval_pauses_the_full_ones_and_resumes_them_at
     sc.try_update(A)
     sc.refill()
     assert c.resumed == [[B]]
+
+
+def test_a_paused_ssp_does_not_hold_back_the_others_while_it_drains() -> None:
+    clock = Clock()
+    sc, c = consumers(threshold=400, clock=clock)
+    c.plan = [{B: 450}]
+    sc.refill()
+    sc.choose()
+    sc.try_update(B)
+    c.plan = [{A: 100}, {A: 100}]
+    sc.refill()
+    clock.now = 0.05
+    sc.refill()  # A dry for a poll interval: B (a slow task's SSP, 448 buffered) is paused
+    assert c.paused == [[B]]
+    assert c.polls == 2
+    # B still holds 448 (its task is slow), A ran dry again: the poll goes on at once, as B's
+    # frozen buffer no longer counts against the threshold.
+    sc.choose()
+    take(sc, A, len(sc.buffer(A)))
+    sc.try_update(A)
+    sc.refill()
+    assert c.polls == 3
+    assert c.paused == [[B]]

@@ -112,6 +112,10 @@ class Worker:
         self.tasks: list[WorkerTask] = []
         self.out: list[bytes] = []
         self._unreported_ns = 0  # process time behind the Processed frames in ``out``
+        self._unreported = 0  # messages behind them
+        # A fast task's in-flight window is four batches: report after one batch's worth, so that
+        # it never runs empty while reports wait.
+        self._report_after = self.settings.worker_batch_size
         self._urgent = False  # ``out`` holds an answer the loop waits for
 
     # -- set-up -------------------------------------------------------------------------------
@@ -155,10 +159,11 @@ class Worker:
     def serve(self) -> None:
         """Handle the loop's frames until Stop.
 
-        Completions (``Processed``) are reported when REPORT_EVERY_NS of process time has gone
-        unreported, or when no more input is waiting: one report, one wake-up of the loop, per
-        many messages, while the task's in-flight window (IN_FLIGHT_TARGET_NS of work, five times
-        as much) keeps this worker busy meanwhile. Any other answer (a request, window done,
+        Completions (``Processed``) are reported when REPORT_EVERY_NS of process time or a batch
+        of messages (job.container.worker.batch.size) has gone unreported, or when no more input
+        is waiting: one report, one wake-up of the loop, per many messages, while the rest of the
+        task's in-flight window (IN_FLIGHT_TARGET_NS of work, capped at four batches: so what
+        waits to be reported is at most a quarter of it) keeps this worker busy meanwhile. Any other answer (a request, window done,
         commit ready) goes at once: the loop is waiting for it.
         """
         rx = self.rx
@@ -175,7 +180,11 @@ class Worker:
                 frame = decode(record)
                 if isinstance(frame, f.Process):
                     self._process(frame)
-                    if self._unreported_ns < REPORT_EVERY_NS and not self._urgent:
+                    if (
+                        self._unreported_ns < REPORT_EVERY_NS
+                        and self._unreported < self._report_after
+                        and not self._urgent
+                    ):
                         continue
                 elif isinstance(frame, f.Window):
                     self._window(frame.task)
@@ -197,7 +206,7 @@ class Worker:
         if self.out:
             self.tx.send_many(self.out)
             self.out.clear()
-        self._unreported_ns = 0
+        self._unreported_ns = self._unreported = 0
         self._urgent = False
 
     def _reply(self, frame: f.FromWorker) -> None:
@@ -259,6 +268,7 @@ class Worker:
     def _report_processed(self, t: int, epoch: int, count: int, total_ns: int, max_ns: int) -> None:
         self.out.append(f.encode(f.Processed(t, epoch, count, total_ns, max_ns)))
         self._unreported_ns += total_ns
+        self._unreported += count
 
     def _window(self, t: int) -> None:
         wt = self.tasks[t]
