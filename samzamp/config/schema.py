@@ -113,7 +113,7 @@ KEYS: tuple[KeySpec, ...] = (
         "Take up to this many messages of one SSP per choice (a run; also ends after 5 ms); 0/1 = one.",
         0,
     ),
-    KeySpec("task.fetch.threshold", "int", 50000, "Messages buffered in the container before fetching pauses.", 1),
+    KeySpec("task.fetch.threshold", "int", 50000, "Messages buffered in the container before polling stops.", 1),
     # app
     KeySpec("app.name", "str", None, "Application name (defaults to job.name)."),
     KeySpec("app.id", "str", None, "Application id (defaults to job.id)."),

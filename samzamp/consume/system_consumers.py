@@ -11,9 +11,11 @@ Back-pressure: no poll while the buffers hold task.fetch.threshold messages or m
 own bounded prefetch then stops fetching too. Pausing an SSP is kept for the case where that would
 starve one: when some SSP has been dry for a poll interval (task.poll.interval.ms) while the buffers
 are full, the SSPs holding more than their share of the threshold are paused (until they drain to
-half of it), and the poll goes on for the rest. Pausing is the last resort because librdkafka drops what it prefetched for a paused
-partition and fetches it again on resume (librdkafka issue 5343): pausing whenever an SSP passed
-its share cost the no-op benchmark about a tenth of its throughput in refetches and idle waits.
+half of it), their buffers stop counting, and the poll goes on for the rest. So the buffers hold at
+most about twice the threshold. Pausing is the last resort because librdkafka drops what it
+prefetched for a paused partition and fetches it again on resume (librdkafka issue 5343): pausing
+whenever an SSP passed its share cost the no-op benchmark about a tenth of its throughput in
+refetches and idle waits.
 
 Flow control (Samza's): the chooser holds at most one envelope per SSP; the SSP's next envelope is
 handed over only when the loop calls ``try_update(ssp)``, i.e. when its task takes the previous one.

@@ -163,8 +163,8 @@ class Worker:
         of messages (job.container.worker.batch.size) has gone unreported, or when no more input
         is waiting: one report, one wake-up of the loop, per many messages, while the rest of the
         task's in-flight window (IN_FLIGHT_TARGET_NS of work, capped at four batches: so what
-        waits to be reported is at most a quarter of it) keeps this worker busy meanwhile. Any other answer (a request, window done,
-        commit ready) goes at once: the loop is waiting for it.
+        waits to be reported is at most a quarter of it) keeps this worker busy meanwhile. Any
+        other answer (a request, window done, commit ready) goes at once: the loop waits for it.
         """
         rx = self.rx
         decode = f.decode_from_loop
