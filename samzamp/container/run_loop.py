@@ -338,12 +338,7 @@ class RunLoop:
                 if st.window_in_flight:
                     return  # a worker runs it; window_done comes later
             elif op is WorkerOp.END_OF_STREAM:
-                st.complete = True
-                st.hook_in_flight = True
-                try:
-                    ti.start_end_of_stream(self.end_of_stream_done)
-                except BaseException as e:
-                    self.abort(e)
+                self._start_last_hook(ti, ti.start_end_of_stream, self.end_of_stream_done)
                 return
             elif op is WorkerOp.DRAIN:
                 self._arm_drain_timer(ti)
@@ -351,15 +346,24 @@ class RunLoop:
                     st.final_window_done = True  # the watermark went to infinity: windows emit what they hold
                     st.need_window = True
                     continue
-                st.complete = True
-                st.hook_in_flight = True
-                try:
-                    ti.start_drain(self.drain_done)
-                except BaseException as e:
-                    self.abort(e)
+                self._start_last_hook(ti, ti.start_drain, self.drain_done)
                 return
             else:
                 return
+
+    def _start_last_hook(
+        self,
+        ti: RunLoopTask,
+        start: Callable[[Callable[[Any, ReadableCoordinator], None]], None],
+        done: Callable[[Any, ReadableCoordinator], None],
+    ) -> None:
+        """Start the task's last hook (end of stream or drain): nothing else runs for it after this."""
+        ti.state.complete = True
+        ti.state.hook_in_flight = True
+        try:
+            start(done)
+        except BaseException as e:
+            self.abort(e)
 
     def _control_marker(self, ti: RunLoopTask, ssp: SystemStreamPartition, marker: int) -> None:
         """A marker reached the head of the task's queue: everything before it was dispatched."""

@@ -14,6 +14,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from samzamp.api.collector import MessageCollector, TaskCoordinator
 from samzamp.api.context import TaskContext
 from samzamp.api.envelope import IncomingMessageEnvelope, SystemStreamPartition
 from samzamp.api.errors import CallbackTimeoutError
@@ -264,24 +265,28 @@ class TaskInstance(TaskBase):
         """Run window() (the state said WINDOW); returns the coordinator with the task's requests."""
         if not isinstance(self.task, WindowableTask):
             return None
-        coordinator = ReadableCoordinator()
         start = time.perf_counter_ns()
         self.m_window_calls.count += 1
-        try:
-            self.task.window(self.collector, coordinator)
-        except Exception as e:
-            if not self._is_ignored(e):
-                raise self.failure(e) from e
+        coordinator = self._run_hook(self.task.window)
         self.m_window_ns.update(time.perf_counter_ns() - start)
         return coordinator
 
-    def end_of_stream(self) -> ReadableCoordinator:
+    def _run_hook(self, hook: Callable[[MessageCollector, TaskCoordinator], None] | None) -> ReadableCoordinator:
+        """Call window / on_end_of_stream / on_drain (None: the task has no such hook). An exception
+        listed in task.ignored.exceptions is ignored, as Samza's TaskInstanceExceptionHandler does
+        for all three; any other fails the task."""
         coordinator = ReadableCoordinator()
-        if isinstance(self.task, EndOfStreamListenerTask):
+        if hook is not None:
             try:
-                self.task.on_end_of_stream(self.collector, coordinator)
+                hook(self.collector, coordinator)
             except Exception as e:
-                raise self.failure(e) from e
+                if not self._is_ignored(e):
+                    raise self.failure(e) from e
+        return coordinator
+
+    def end_of_stream(self) -> ReadableCoordinator:
+        task = self.task
+        coordinator = self._run_hook(task.on_end_of_stream if isinstance(task, EndOfStreamListenerTask) else None)
         coordinator.shutdown()
         return coordinator
 
@@ -292,14 +297,8 @@ class TaskInstance(TaskBase):
             self._timeout_s = callback_timeout_ms / 1000
 
     def on_drain(self) -> ReadableCoordinator:
-        coordinator = ReadableCoordinator()
-        if isinstance(self.task, DrainListenerTask):
-            try:
-                self.task.on_drain(self.collector, coordinator)
-            except Exception as e:
-                if not self._is_ignored(e):
-                    raise self.failure(e) from e
-        return coordinator
+        task = self.task
+        return self._run_hook(task.on_drain if isinstance(task, DrainListenerTask) else None)
 
     # -- the shape the run loop drives (shared with RemoteTaskInstance) -------------------------
     def start_window(self, done: Callable[[TaskInstance, ReadableCoordinator | None], None]) -> None:

@@ -98,13 +98,19 @@ def test_no_poll_and_no_pause_when_the_buffers_are_full_and_nothing_ran_dry() ->
     assert c.paused == []
 
 
-def test_an_ssp_dry_for_a_poll_interval_pauses_the_full_ones_and_resumes_them_at_half_their_share() -> None:
-    clock = Clock()
+def b_full_a_dry(clock: Clock) -> tuple[SystemConsumers, ScriptedConsumer]:
+    """Threshold 400 (a share of 200): B holds 448 buffered, A is needed by the chooser and empty."""
     sc, c = consumers(threshold=400, clock=clock)
     c.plan = [{B: 450}]
     sc.refill()
     sc.choose()
     sc.try_update(B)
+    return sc, c
+
+
+def test_an_ssp_dry_for_a_poll_interval_pauses_the_full_ones_and_resumes_them_at_half_their_share() -> None:
+    clock = Clock()
+    sc, c = b_full_a_dry(clock)
     # A is needed and empty, B holds 448 >= 400. A dry spell shorter than the poll interval (50 ms)
     # neither polls nor pauses: the buffered messages keep the tasks busy meanwhile.
     c.plan = [{A: 5}]
@@ -132,11 +138,7 @@ def test_an_ssp_dry_for_a_poll_interval_pauses_the_full_ones_and_resumes_them_at
 
 def test_a_paused_ssp_does_not_hold_back_the_others_while_it_drains() -> None:
     clock = Clock()
-    sc, c = consumers(threshold=400, clock=clock)
-    c.plan = [{B: 450}]
-    sc.refill()
-    sc.choose()
-    sc.try_update(B)
+    sc, c = b_full_a_dry(clock)
     c.plan = [{A: 100}, {A: 100}]
     sc.refill()
     clock.now = 0.05

@@ -115,3 +115,22 @@ def test_callback_timeout_fails_the_container():
 def test_ignored_exceptions_let_processing_continue():
     result = TestRunner(Failing, {"task.ignored.exceptions": "ValueError"}).add_input("in", ["ok", "bad", "ok"]).run()
     assert result.metrics["TaskName-Partition 0"]["messages-actually-processed"] == 3
+
+
+class FailsAtEndOfStream(StreamTask, EndOfStreamListenerTask):
+    def process(self, envelope, collector, coordinator):
+        collector.send(OutgoingMessageEnvelope(SystemStream("test", "out"), envelope.message))
+
+    def on_end_of_stream(self, collector, coordinator):
+        collector.send(OutgoingMessageEnvelope(SystemStream("test", "out"), "end"))
+        raise ValueError("at the end")
+
+
+def test_an_ignored_exception_in_on_end_of_stream_is_ignored_like_in_window_and_drain():
+    # Samza's task.ignored.exceptions covers window, end of stream and drain alike.
+    result = (
+        TestRunner(FailsAtEndOfStream, {"task.ignored.exceptions": "ValueError"}).add_input("in", ["a", "b"]).run()
+    )
+    assert result.messages("out") == ["a", "b", "end"]
+    with pytest.raises(TaskError, match="at the end"):
+        TestRunner(FailsAtEndOfStream).add_input("in", ["a"]).run()

@@ -23,6 +23,7 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -270,38 +271,34 @@ class Worker:
         self._unreported_ns += total_ns
         self._unreported += count
 
-    def _window(self, t: int) -> None:
+    def _run_hook(self, t: int, hook: Callable[[Any, Any], None] | None) -> ReadableCoordinator:
+        """Call task ``t``'s window / on_end_of_stream / on_drain (None: it has none); an exception in
+        task.ignored.exceptions is ignored (Samza's rule for all three), any other fails the task."""
         wt = self.tasks[t]
         coordinator = ReadableCoordinator()
-        started = time.perf_counter_ns()
-        if isinstance(wt.task, WindowableTask):
+        if hook is not None:
             try:
-                wt.task.window(wt.collector, coordinator)
+                hook(wt.collector, coordinator)
             except Exception as e:
                 if not is_ignored(e, wt.ignored):
                     self.fail(t, task_failure(wt.name, e))
+        return coordinator
+
+    def _window(self, t: int) -> None:
+        task = self.tasks[t].task
+        started = time.perf_counter_ns()
+        coordinator = self._run_hook(t, task.window if isinstance(task, WindowableTask) else None)
         self._reply(f.WindowDone(t, time.perf_counter_ns() - started, *coordinator.flags()))
 
     def _end_of_stream(self, t: int) -> None:
-        wt = self.tasks[t]
-        coordinator = ReadableCoordinator()
-        if isinstance(wt.task, EndOfStreamListenerTask):
-            try:
-                wt.task.on_end_of_stream(wt.collector, coordinator)
-            except Exception as e:
-                self.fail(t, task_failure(wt.name, e))
+        task = self.tasks[t].task
+        coordinator = self._run_hook(t, task.on_end_of_stream if isinstance(task, EndOfStreamListenerTask) else None)
         coordinator.shutdown()
         self._reply(f.EndOfStreamDone(t, *coordinator.flags()))
 
     def _drain(self, t: int) -> None:
-        wt = self.tasks[t]
-        coordinator = ReadableCoordinator()
-        if isinstance(wt.task, DrainListenerTask):
-            try:
-                wt.task.on_drain(wt.collector, coordinator)
-            except Exception as e:
-                if not is_ignored(e, wt.ignored):
-                    self.fail(t, task_failure(wt.name, e))
+        task = self.tasks[t].task
+        coordinator = self._run_hook(t, task.on_drain if isinstance(task, DrainListenerTask) else None)
         self._reply(f.DrainDone(t, *coordinator.flags()))
 
     def _commit(self, t: int) -> None:
