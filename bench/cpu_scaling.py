@@ -104,7 +104,8 @@ def main(argv: list[str] | None = None) -> int:
                     results[pool].append(res)
                     print(
                         f"round {r + 1}/{reps}  pool {pool}  {res.rate:>9,.0f} msg/s  (first output -> 90% "
-                        f"written {res.seconds:.2f} s; cpu: container and workers {res.cpu:.0%}, broker {res.broker_cpu:.0%}; "
+                        f"written {res.seconds:.2f} s; cpu: container and workers {res.cpu:.0%}, "
+                        f"broker {res.broker_cpu:.0%}, sampler {res.sampler_cpu:.0%}; "
                         f"start -> first output {res.startup_s:.2f} s)",
                         flush=True,
                     )

@@ -9,8 +9,8 @@ plain    one Consumer (assign, all 4 partitions from offset 0) and one Producer 
          an output topic with the same key. Its count of messages produced is sampled after
          each consumed batch.
 samzamp  ``bin/samzamp-container`` running bench/noop_task.py:NoopTask in a subprocess. This process
-         samples how many outputs the topic holds every 5 ms (OutputWatch: ListOffsets, which
-         loads the machine far less than reading the outputs would). Start-up is reported apart,
+         samples how many outputs the topic holds every 20 ms (OutputWatch: one ListOffsets request,
+         which loads the machine far less than reading the outputs would). Start-up is reported apart,
          as "start -> first output". Once every output is written, SIGTERM; the container must
          exit 0, and the output is counted (any extra outputs are reported).
 
@@ -51,7 +51,7 @@ from pathlib import Path
 import msgspec
 import psutil
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
 from samzamp.systems.kafka import EmbeddedBroker
 from samzamp.systems.kafka.producer import PRODUCER_LINGER_MS
@@ -116,6 +116,7 @@ class SamzampResult:
     startup_s: float  # container started -> first output seen
     cpu: float  # the CPU seconds of the container and its workers in the timed window, over its wall time
     broker_cpu: float  # likewise for the broker
+    sampler_cpu: float  # likewise for this process, which samples the output (OutputWatch)
     shutdown_s: float  # SIGTERM -> exit
     outputs: int  # every output seen, including any after the target count
 
@@ -328,32 +329,38 @@ partitions = {PARTITIONS}
 
 class OutputWatch:
     """How many messages a topic holds, sampled with as little load on the machine as possible:
-    ListOffsets(latest) of each partition every 5 ms.
+    one ListOffsets(latest) request for all partitions (AdminClient.list_offsets) every 20 ms.
 
-    Reading every output as it lands (as this bench first did) takes a core's fifth on a 2-core
-    machine that the container under test shares, where the plain loop, timed from inside, has
-    nobody reading beside it. On Tansu, ListOffsets answers the last batch's base offset + 1
+    Whatever samples the output shares the 2 cores with the container under test, where the plain
+    loop, timed from inside, has nobody beside it. Reading every output as it lands (this bench's
+    first way) took a fifth of a core; a consumer's get_watermark_offsets every 5 ms (its second)
+    sends one request per partition, which on Tansu cost the broker ~19% of a core and this process
+    ~12%. One request for all partitions every 20 ms costs ~2% and ~4%, and still gives ~50 samples
+    a second for steady_rate. On Tansu, ListOffsets answers the last batch's base offset + 1
     (ARCHITECTURE.md): low by up to one producer batch per partition, all along the run. So the
     count is used only for its slope in the steady state (steady_rate), where that offset cancels
     out, and to tell when the job stops writing; the exact total is counted afterwards.
     """
 
-    def __init__(self, bootstrap: str, topic: str, rep: int) -> None:
-        conf = {"bootstrap.servers": bootstrap, "group.id": f"bench-watch-{topic}-{rep}", **CONSUMER_CONF}
-        self._probe = Consumer(conf)
-        self._tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
+    PERIOD_S = 0.02
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        self._admin = AdminClient({"bootstrap.servers": bootstrap})
+        self._request = {TopicPartition(topic, p): OffsetSpec.latest() for p in range(PARTITIONS)}
 
     def poll(self) -> int:
-        """Messages written so far, as ListOffsets tells (waits ~5 ms)."""
-        time.sleep(0.005)  # the sampling period
-        return sum(self._probe.get_watermark_offsets(tp, timeout=10, cached=False)[1] for tp in self._tps)
+        """Messages written so far, as ListOffsets tells (waits one sampling period first)."""
+        time.sleep(self.PERIOD_S)
+        futures = self._admin.list_offsets(self._request, request_timeout=10)
+        return sum(f.result().offset for f in futures.values())
 
     def close(self) -> None:
-        self._probe.close()
+        del self._admin
 
 
 def attach_profiler(pid: int, rep: int) -> subprocess.Popen[bytes] | None:
-    """With BENCH_PYSPY=<file prefix>, record the container with py-spy (speedscope JSON, one file a round)."""
+    """With BENCH_PYSPY=<file prefix>, record the container and its workers with py-spy (speedscope JSON, one
+    file a round)."""
     prefix = os.environ.get("BENCH_PYSPY")
     if not prefix:
         return None
@@ -362,7 +369,20 @@ def attach_profiler(pid: int, rep: int) -> subprocess.Popen[bytes] | None:
         raise SystemExit("BENCH_PYSPY is set but py-spy is not installed (pip install py-spy)")
     out = f"{prefix}-{rep}.speedscope.json"
     print(f"  py-spy recording the container (pid {pid}) to {out}")
-    cmd = [exe, "record", "--pid", str(pid), "--format", "speedscope", "-o", out, "--rate", "200", "--nonblocking"]
+    cmd = [
+        exe,
+        "record",
+        "--pid",
+        str(pid),
+        "--format",
+        "speedscope",
+        "-o",
+        out,
+        "--rate",
+        "200",
+        "--nonblocking",
+        "--subprocesses",
+    ]
     return subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
@@ -384,7 +404,7 @@ def run_samzamp(
     env["PYTHONPATH"] = os.pathsep.join(x for x in (str(BENCH_DIR), env.get("PYTHONPATH", "")) if x)
     env["BENCH_NOOP_OUTPUT"] = out_topic
 
-    watch = OutputWatch(bootstrap, out_topic, rep)
+    watch = OutputWatch(bootstrap, out_topic)
     count = 0
     samples: list[tuple[float, int]] = []
     t_first = t_last = None
@@ -421,11 +441,11 @@ def run_samzamp(
                 count = seen
                 if t_first is None:
                     t_first = now
-                    cpu0, bcpu0 = tree_cpu_seconds(proc.pid), cpu_seconds(broker_pid)
+                    cpu0, bcpu0, scpu0 = tree_cpu_seconds(proc.pid), cpu_seconds(broker_pid), cpu_seconds()
                     threads = ThreadStats(proc.pid)
                 t_last = now
                 samples.append((now, seen))
-            cpu1, bcpu1 = tree_cpu_seconds(proc.pid), cpu_seconds(broker_pid)
+            cpu1, bcpu1, scpu1 = tree_cpu_seconds(proc.pid), cpu_seconds(broker_pid), cpu_seconds()
             threads.report(t_last - t_first)
             # The measurement is over: wait for every output (reading them all), then stop.
             written = count_topic(bootstrap, out_topic, n, timeout_s=max(60.0, deadline - time.monotonic()))
@@ -464,7 +484,15 @@ def run_samzamp(
     assert t_last is not None
     wall = t_last - t_first
     return SamzampResult(
-        steady_rate(samples), n, wall, t_first - t0, (cpu1 - cpu0) / wall, (bcpu1 - bcpu0) / wall, shutdown_s, count
+        steady_rate(samples),
+        n,
+        wall,
+        t_first - t0,
+        (cpu1 - cpu0) / wall,
+        (bcpu1 - bcpu0) / wall,
+        (scpu1 - scpu0) / wall,
+        shutdown_s,
+        count,
     )
 
 
@@ -527,7 +555,7 @@ def main(argv: list[str] | None = None) -> int:
                 extra = f", {sr.outputs - n} extra outputs" if sr.outputs != n else ""
                 print(
                     f"round {r + 1}/{reps}  samzamp {sr.rate:>9,.0f} msg/s  (first output -> 90% written {sr.seconds:.2f} s; "
-                    f"cpu: container {sr.cpu:.0%}, broker {sr.broker_cpu:.0%}; start -> first output {sr.startup_s:.2f} s, "
+                    f"cpu: container {sr.cpu:.0%}, broker {sr.broker_cpu:.0%}, sampler {sr.sampler_cpu:.0%}; start -> first output {sr.startup_s:.2f} s, "
                     f"SIGTERM -> exit 0 in {sr.shutdown_s:.2f} s{extra})"
                 )
     finally:
