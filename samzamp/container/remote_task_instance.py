@@ -8,7 +8,8 @@ commit, with ``TaskState`` deciding what may run. Underneath:
   sees exactly what it would inline; the loop keeps them (in flight) until ``Processed`` says they are
   done, and only then moves the task's low watermark (``last_processed``);
 - messages are sent ahead so the worker never waits for the loop, but only about ``IN_FLIGHT_TARGET_NS``
-  of work ahead (from the task's measured time per message, capped at ``in_flight_limit``): window,
+  of work ahead per worker, shared by its tasks (from each task's measured time per message, capped
+  at ``in_flight_limit``): window,
   commit and end of stream wait until nothing is in flight (the seeds' exclusion rules), so a deeper
   queue would delay them;
 - a message whose process() asks for a commit or shutdown ends its batch: the worker skips the rest of
@@ -37,9 +38,12 @@ from samzamp.systems.base import RawMessage
 
 __all__ = ["RemoteTaskInstance"]
 
-# How much work (by the task's average time per message) may wait in a worker for one task: bounds
-# how late a due window or commit starts, while keeping the worker busy between two loop slices.
-IN_FLIGHT_TARGET_NS = 10_000_000
+# How much work (by each task's average time per message) may wait in one worker, shared equally by
+# the tasks pinned to it: it bounds how late a due window or commit starts. The worker reports
+# completions every fifth of it (worker.REPORT_EVERY_NS), so it never runs dry while the loop refills
+# it; a shallower queue means more reports, and each one wakes the loop (at 10 ms and reports every
+# 2 ms, bench/cpu_scaling at pool size 2 ran ~10% slower).
+IN_FLIGHT_TARGET_NS = 40_000_000
 
 
 class RemoteTaskInstance(TaskBase):
@@ -181,7 +185,8 @@ class RemoteTaskInstance(TaskBase):
         if n:
             per = frame.busy_ns / n
             self._avg_ns = per if not self._avg_ns else 0.8 * self._avg_ns + 0.2 * per
-            ahead = int(IN_FLIGHT_TARGET_NS / max(self._avg_ns, 1.0))
+            share = IN_FLIGHT_TARGET_NS / self._pool.tasks_on(self.worker)
+            ahead = int(share / max(self._avg_ns, 1.0))
             self.state.max_concurrency = max(2, min(self._max_in_flight, ahead))
         self._on_ready(self)
 

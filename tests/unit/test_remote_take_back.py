@@ -41,6 +41,9 @@ class ScriptedWorker:
         self.handler = handler
         return 0
 
+    def tasks_on(self, worker: int) -> int:
+        return 1
+
     def send(self, worker: int, frame: bytes) -> None:
         self.frames.append(f.decode_from_loop(frame))
 

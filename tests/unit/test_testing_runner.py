@@ -128,9 +128,7 @@ class FailsAtEndOfStream(StreamTask, EndOfStreamListenerTask):
 
 def test_an_ignored_exception_in_on_end_of_stream_is_ignored_like_in_window_and_drain():
     # Samza's task.ignored.exceptions covers window, end of stream and drain alike.
-    result = (
-        TestRunner(FailsAtEndOfStream, {"task.ignored.exceptions": "ValueError"}).add_input("in", ["a", "b"]).run()
-    )
+    result = TestRunner(FailsAtEndOfStream, {"task.ignored.exceptions": "ValueError"}).add_input("in", ["a", "b"]).run()
     assert result.messages("out") == ["a", "b", "end"]
     with pytest.raises(TaskError, match="at the end"):
         TestRunner(FailsAtEndOfStream).add_input("in", ["a"]).run()

@@ -159,6 +159,10 @@ class WorkerPool:
         w.handlers.append(handler)
         return len(w.handlers) - 1
 
+    def tasks_on(self, worker: int) -> int:
+        """How many tasks are pinned to ``worker`` (registered so far)."""
+        return len(self.workers[worker].handlers)
+
     # -- sending --------------------------------------------------------------------------------
     def send(self, worker: int, frame: bytes) -> None:
         w = self.workers[worker]

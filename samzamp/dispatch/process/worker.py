@@ -60,8 +60,9 @@ log = logging.getLogger("samzamp.worker")
 
 EXIT_PARENT_GONE = 3
 FLUSH_TIMEOUT_S = 300.0
-# Report completions after this much process time at the latest (see Worker.serve).
-REPORT_EVERY_NS = 2_000_000
+# Report completions after this much process time at the latest (see Worker.serve): a fifth of the
+# work the loop keeps queued in a worker (remote_task_instance.IN_FLIGHT_TARGET_NS).
+REPORT_EVERY_NS = 8_000_000
 
 
 def _die_with_parent(parent_pid: int) -> None:
@@ -111,8 +112,12 @@ class Worker:
         self.producers: dict[str, SystemProducer] = {}
         self.changelogs: dict[str, ChangelogProducer] = {}
         self.tasks: list[WorkerTask] = []
-        self.out: list[bytes] = []
-        self._unreported_ns = 0  # process time behind the Processed frames in ``out``
+        self.out: list[bytes] = []  # encoded frames to send, in order
+        # Completions not yet in ``out``, per task: (epoch, count, total_ns, max_ns). One Processed
+        # frame per task and send, however many Process frames it covers: each frame costs the loop
+        # a decode and a handler call.
+        self._reports: dict[int, tuple[int, int, int, int]] = {}
+        self._unreported_ns = 0  # process time behind the completions not yet sent
         self._unreported = 0  # messages behind them
         # A fast task's in-flight window is four batches: report after one batch's worth, so that
         # it never runs empty while reports wait.
@@ -160,12 +165,13 @@ class Worker:
     def serve(self) -> None:
         """Handle the loop's frames until Stop.
 
-        Completions (``Processed``) are reported when REPORT_EVERY_NS of process time or a batch
-        of messages (job.container.worker.batch.size) has gone unreported, or when no more input
-        is waiting: one report, one wake-up of the loop, per many messages, while the rest of the
-        task's in-flight window (IN_FLIGHT_TARGET_NS of work, capped at four batches: so what
-        waits to be reported is at most a quarter of it) keeps this worker busy meanwhile. Any
-        other answer (a request, window done, commit ready) goes at once: the loop waits for it.
+        Completions (``Processed``, one per task however many batches it covers) are reported when
+        REPORT_EVERY_NS of process time or a batch of messages (job.container.worker.batch.size)
+        has gone unreported, or when no more input is waiting: one report, one wake-up of the loop,
+        per many messages, while the rest of the work queued here (IN_FLIGHT_TARGET_NS shared by
+        this worker's tasks, each capped at four batches: what waits to be reported is at most a
+        fifth of the one or a quarter of the other) keeps this worker busy meanwhile. Any other
+        answer (a request, window done, commit ready) goes at once: the loop waits for it.
         """
         rx = self.rx
         decode = f.decode_from_loop
@@ -204,21 +210,31 @@ class Worker:
             records = rx.receive_many_nowait()
 
     def _send_out(self) -> None:
+        self._flush_reports()
         if self.out:
             self.tx.send_many(self.out)
             self.out.clear()
         self._unreported_ns = self._unreported = 0
         self._urgent = False
 
+    def _queue(self, frame: f.FromWorker) -> None:
+        """Queue a frame behind every completion reported so far (the loop relies on that order)."""
+        self._flush_reports()
+        self.out.append(f.encode(frame))
+
     def _reply(self, frame: f.FromWorker) -> None:
         """Queue an answer the loop waits for: it goes out right after the frame being handled."""
-        self.out.append(f.encode(frame))
+        self._queue(frame)
         self._urgent = True
 
-    def fail(self, t: int, error: BaseException) -> None:
-        self.out.append(f.encode(f.Failed(t, type(error).__name__, str(error))))
+    def send_now(self, frame: f.FromWorker) -> None:
+        """Send ``frame`` (behind everything queued) and wait until the ring has taken it."""
+        self._queue(frame)
         self.tx.send_many(self.out)
         self.out.clear()
+
+    def fail(self, t: int, error: BaseException) -> None:
+        self.send_now(f.Failed(t, type(error).__name__, str(error)))
         raise _Stopped
 
     def _process(self, frame: f.Process) -> None:
@@ -267,9 +283,21 @@ class Worker:
         self._report_processed(t, frame.epoch, count, total_ns, max_ns)
 
     def _report_processed(self, t: int, epoch: int, count: int, total_ns: int, max_ns: int) -> None:
-        self.out.append(f.encode(f.Processed(t, epoch, count, total_ns, max_ns)))
         self._unreported_ns += total_ns
         self._unreported += count
+        prev = self._reports.get(t)
+        if prev is not None:
+            if prev[0] == epoch:
+                self._reports[t] = (epoch, prev[1] + count, prev[2] + total_ns, max(prev[3], max_ns))
+                return
+            self._flush_reports()  # a new epoch: the old one's count goes first
+        self._reports[t] = (epoch, count, total_ns, max_ns)
+
+    def _flush_reports(self) -> None:
+        if self._reports:
+            for t, (epoch, count, total_ns, max_ns) in self._reports.items():
+                self.out.append(f.encode(f.Processed(t, epoch, count, total_ns, max_ns)))
+            self._reports.clear()
 
     def _run_hook(self, t: int, hook: Callable[[Any, Any], None] | None) -> ReadableCoordinator:
         """Call task ``t``'s window / on_end_of_stream / on_drain (None: it has none); an exception in
@@ -347,9 +375,7 @@ class Worker:
             p.stop()
         for c in self.changelogs.values():
             c.stop()
-        self.out.append(f.encode(f.Stopped()))
-        self.tx.send_many(self.out)
-        self.out.clear()
+        self.send_now(f.Stopped())
 
 
 class _Stopped(Exception):
@@ -374,9 +400,7 @@ def main() -> int:
             worker.start()
         except Exception as e:
             worker.fail(-1, e)
-        worker.out.append(f.encode(f.Ready(os.getpid())))
-        worker.tx.send_many(worker.out)
-        worker.out.clear()
+        worker.send_now(f.Ready(os.getpid()))
         worker.serve()
     except _Stopped:
         return 1
