@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as e:
         print(f"samzamp-container: {e}", file=sys.stderr)
         return EXIT_CONFIG
-    container = SamzaContainer(settings)
+    container = SamzaContainer(settings, freeze_gc_after_start=True)
     try:
         asyncio.run(_run(container))
     except ConfigError as e:

@@ -25,6 +25,7 @@ from samzamp.commit.topic_checkpoint import TopicCheckpointManager
 from samzamp.config.settings import JobSettings
 from samzamp.config.validate import load_task_class
 from samzamp.consume.system_consumers import SystemConsumers
+from samzamp.container.gc_freeze import freeze_start_up
 from samzamp.container.remote_task_instance import RemoteTaskInstance
 from samzamp.container.run_loop import RunLoop
 from samzamp.container.task_instance import TaskInstance
@@ -59,8 +60,16 @@ log = logging.getLogger(__name__)
 class SamzaContainer:
     """One container of a job. ``run()`` returns when the job stops cleanly; raises on failure."""
 
-    def __init__(self, settings: JobSettings, inmemory: dict[str, InMemoryStreams] | None = None) -> None:
+    def __init__(
+        self,
+        settings: JobSettings,
+        inmemory: dict[str, InMemoryStreams] | None = None,
+        *,
+        freeze_gc_after_start: bool = False,
+    ) -> None:
+        """``freeze_gc_after_start``: the caller owns the process (the CLI); see ``freeze_start_up``."""
         self.settings = settings
+        self._freeze_gc = freeze_gc_after_start
         self.metrics = MetricsRegistry()
         self.inmemory = inmemory if inmemory is not None else {}
         self.embedded_broker: Any = None
@@ -344,6 +353,8 @@ class SamzaContainer:
             )
             await self._start_drain_monitor(run_loop)
             system_consumers.start(loop, run_loop.wake, run_loop.abort)
+            if self._freeze_gc:
+                freeze_start_up()
             reporter = loop.create_task(self._report_metrics()) if st.metrics_log_interval_ms > 0 else None
             try:
                 await run_loop.run()

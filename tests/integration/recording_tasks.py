@@ -7,6 +7,7 @@ Config keys (passed through to the task): test.record.dir, test.output.
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import random
 import time
@@ -266,3 +267,16 @@ class DrainingOrderTask(OrderTask, DrainListenerTask):
 
     def on_drain(self, collector, coordinator) -> None:
         self.record(f"D {self._partition} 0")
+
+
+class GcFreezeTask(StreamTask, InitableTask, _Recorder):
+    """Records, at its first message, how many objects the cyclic GC has frozen in its process."""
+
+    def init(self, context) -> None:
+        self._open(context)
+        self._seen = False
+
+    def process(self, envelope, collector, coordinator) -> None:
+        if not self._seen:
+            self._seen = True
+            self.record(f"G {gc.get_freeze_count()} 0")

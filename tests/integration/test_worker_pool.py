@@ -141,3 +141,18 @@ def test_a_shutdown_request_in_a_worker_stops_the_container_cleanly(broker, uniq
     for p, offsets in processed.items():
         assert offsets == list(range(len(offsets))), f"partition {p}: not a gap-free prefix"
         assert final[p] == offsets[-1], f"partition {p}: checkpoint {final[p]}, processed up to {offsets[-1]}"
+
+
+@pytest.mark.parametrize("pool", [1, 2])
+def test_the_container_and_its_workers_freeze_what_start_up_built(broker, unique, tmp_path: Path, pool: int) -> None:
+    """The CLI's container (pool 1: tasks on the loop) and each worker (pool 2) move their start-up
+    objects out of the cyclic GC's reach before the first message (see container/gc_freeze.py)."""
+    topic = f"in-{unique}"
+    seed_input(broker.bootstrap_servers, topic, PARTITIONS, 40)
+    cfg, rec = _job(tmp_path, unique, topic, "GcFreezeTask")
+    c = Container(cfg, broker.bootstrap_servers, f"job.container.thread.pool.size={pool}", log=tmp_path / "run.log")
+    wait_until(lambda: len(records(rec, "G")) >= PARTITIONS, 120, "every task's first message", c)
+    assert c.stop() == 0, c.log_text()[-3000:]
+    frozen = [a for _, a, _ in records(rec, "G")]
+    assert len(frozen) == PARTITIONS
+    assert min(frozen) > 1000, frozen  # modules, config, tasks: thousands of objects

@@ -43,6 +43,7 @@ from samzamp.collect.collector import TaskCollector
 from samzamp.config import load_config, validate
 from samzamp.config.validate import load_task_class
 from samzamp.container.coordinator import ReadableCoordinator
+from samzamp.container.gc_freeze import freeze_start_up
 from samzamp.dispatch.failures import deserialization_error, is_ignored, task_failure
 from samzamp.dispatch.process import frames as f
 from samzamp.ipc import PeerGone, attach_ring
@@ -400,6 +401,7 @@ def main() -> int:
             worker.start()
         except Exception as e:
             worker.fail(-1, e)
+        freeze_start_up()
         worker.send_now(f.Ready(os.getpid()))
         worker.serve()
     except _Stopped:
