@@ -9,9 +9,8 @@ commit, with ``TaskState`` deciding what may run. Underneath:
   done, and only then moves the task's low watermark (``last_processed``);
 - messages are sent ahead so the worker never waits for the loop, but only about ``IN_FLIGHT_TARGET_NS``
   of work ahead per worker, shared by its tasks (from each task's measured time per message, capped
-  at ``in_flight_limit``): window,
-  commit and end of stream wait until nothing is in flight (the seeds' exclusion rules), so a deeper
-  queue would delay them;
+  at ``in_flight_limit``): window, commit and end of stream wait until nothing is in flight (the
+  seeds' exclusion rules), so a deeper queue would delay them;
 - a message whose process() asks for a commit or shutdown ends its batch: the worker skips the rest of
   that *epoch*, and the loop takes every message still in flight back (to the front of the task's
   pending queue) and sends it again under the next epoch once the request was served. So a request
