@@ -126,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     if 2 in pools:
         ratio = statistics.median(r.rate for r in results[2]) / base
         if reps > 1:
-            # Each round runs pool 1 right before pool 2: a round's own ratio sees the same host.
+            # Pool 1 and pool 2 run back to back in each round: a round's own ratio sees one host state.
             rounds = [b.rate / a.rate for a, b in zip(results[1], results[2], strict=True)]
             print(f"\npool 2 / pool 1 by round: {', '.join(f'{x:.2f}' for x in rounds)}")
         print(f"\ncpu scaling pool 2 / pool 1: {ratio:.2f} (target >= {TARGET})")

@@ -5,7 +5,8 @@ chooser lacks an SSP's next message (``refill``): no thread hand-off, no wake-up
 on the hot path. When the loop runs out of work it calls ``idle()`` and the fetch thread takes over
 with a blocking poll, posting what it got to the loop with ``call_soon_threadsafe``. A lock that the
 loop only ever *tries* to take makes sure one of them polls at a time. Raw messages go to per-SSP
-deques (append by the poller, popleft on the loop thread: both atomic in CPython).
+deques (append by the poller; popleft on the loop thread, which puts a control marker it popped
+back with appendleft: each atomic in CPython, and a marker is always the last thing appended).
 
 Back-pressure: no poll while the buffers hold task.fetch.threshold messages or more; the consumer's
 own bounded prefetch then stops fetching too. Pausing an SSP is kept for the case where that would
@@ -274,7 +275,8 @@ class SystemConsumers:
 
     def buffer(self, ssp: SystemStreamPartition) -> deque[RawMessage]:
         """The fetch buffer of ``ssp``: the loop thread may ``popleft`` from it (a run of messages
-        handed to a task at once); the fetch thread only appends."""
+        handed to a task at once) and put a control marker back with ``appendleft``; the fetch
+        thread only appends."""
         return self._buffers[ssp]
 
     def try_update(self, ssp: SystemStreamPartition) -> None:

@@ -352,9 +352,9 @@ class SamzaContainer:
                 round(time.monotonic() - started, 3)
             )
             await self._start_drain_monitor(run_loop)
-            system_consumers.start(loop, run_loop.wake, run_loop.abort)
             if self._freeze_gc:
-                freeze_start_up()
+                freeze_start_up()  # before the fetch thread starts: no buffered message is frozen
+            system_consumers.start(loop, run_loop.wake, run_loop.abort)
             reporter = loop.create_task(self._report_metrics()) if st.metrics_log_interval_ms > 0 else None
             try:
                 await run_loop.run()

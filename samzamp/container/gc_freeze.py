@@ -11,7 +11,7 @@ def freeze_start_up() -> None:
     """Move every object alive now (modules, config, tasks and their state) out of the cyclic GC's
     reach: they live as long as the process, and a full collection would scan them all again each
     time. On bench/noop.py that was 4 or 5 full collections of 7-10 ms each per 400,000 messages,
-    about 3% of the loop thread, each a pause; after freezing, under 0.2 ms in all. Objects are still
+    about 3% of the loop thread, each a pause; after freezing, under 1 ms in all. Objects are still
     freed by reference counting; only cycles among the frozen ones would stay. For processes that
     run nothing but the container (the CLI, a worker), not for a host such as a test runner.
     """

@@ -7,9 +7,10 @@ commit, with ``TaskState`` deciding what may run. Underneath:
   each loop slice (or when a batch is full). The worker runs them one at a time, in order, so the task
   sees exactly what it would inline; the loop keeps them (in flight) until ``Processed`` says they are
   done, and only then moves the task's low watermark (``last_processed``);
-- messages are sent ahead so the worker never waits for the loop, but only about ``IN_FLIGHT_TARGET_NS``
-  of work ahead per worker, shared by its tasks (from each task's measured time per message, capped
-  at ``in_flight_limit``): window, commit and end of stream wait until nothing is in flight (the
+- messages are sent ahead so the worker never waits for the loop, but only about
+  ``frames.IN_FLIGHT_TARGET_NS`` of work ahead per worker, shared by its tasks (at least
+  ``frames.TASK_MIN_SHARE_NS`` each; from each task's measured time per message, capped at
+  ``in_flight_limit``): window, commit and end of stream wait until nothing is in flight (the
   seeds' exclusion rules), so a deeper queue would delay them;
 - a message whose process() asks for a commit or shutdown ends its batch: the worker skips the rest of
   that *epoch*, and the loop takes every message still in flight back (to the front of the task's
@@ -37,13 +38,6 @@ from samzamp.systems.base import RawMessage
 
 __all__ = ["RemoteTaskInstance"]
 
-# How much work (by each task's average time per message) may wait in one worker, shared equally by
-# the tasks pinned to it: it bounds how late a due window or commit starts. The worker reports
-# completions every fifth of it (worker.REPORT_EVERY_NS), so it never runs dry while the loop refills
-# it; a shallower queue means more reports, and each one wakes the loop (at 10 ms and reports every
-# 2 ms, bench/cpu_scaling at pool size 2 ran ~10% slower).
-IN_FLIGHT_TARGET_NS = 40_000_000
-
 
 class RemoteTaskInstance(TaskBase):
     def __init__(
@@ -69,6 +63,7 @@ class RemoteTaskInstance(TaskBase):
         self.worker = worker
         self._max_in_flight = in_flight_limit
         self._avg_ns = 0.0  # moving average of process() time per message
+        self._share_ns = 0.0  # this task's part of the work queued in its worker (set at the first report)
         self._pool = pool
         self._index = pool.register(worker, self._on_frame)
         self._ssp_index = {s: i for i, s in enumerate(sorted(ssps))}
@@ -184,8 +179,9 @@ class RemoteTaskInstance(TaskBase):
         if n:
             per = frame.busy_ns / n
             self._avg_ns = per if not self._avg_ns else 0.8 * self._avg_ns + 0.2 * per
-            share = IN_FLIGHT_TARGET_NS / self._pool.tasks_on(self.worker)
-            ahead = int(share / max(self._avg_ns, 1.0))
+            if not self._share_ns:  # every task is registered by the time reports come
+                self._share_ns = max(f.TASK_MIN_SHARE_NS, f.IN_FLIGHT_TARGET_NS / self._pool.tasks_on(self.worker))
+            ahead = int(self._share_ns / max(self._avg_ns, 1.0))
             self.state.max_concurrency = max(2, min(self._max_in_flight, ahead))
         self._on_ready(self)
 

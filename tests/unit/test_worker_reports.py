@@ -20,7 +20,21 @@ class CapturingSend:
         self.sent.append([f.decode_from_worker(r) for r in records])
 
 
-def _worker() -> tuple[Worker, CapturingSend]:
+class ScriptedReceive:
+    """The loop's side of the ring: each wait returns the next list of frames; nothing is waiting
+    in between (``receive_many_nowait`` is empty), so the worker reports before it waits again."""
+
+    def __init__(self, waits: list[list[Any]]) -> None:
+        self.waits = [[f.encode(fr) for fr in frames] for frames in waits]
+
+    def receive_many(self, timeout: float) -> list[bytes]:
+        return self.waits.pop(0)
+
+    def receive_many_nowait(self) -> list[bytes]:
+        return []
+
+
+def _worker(batch_size: int = 256) -> tuple[Worker, CapturingSend]:
     w = Worker.__new__(Worker)  # the reporting state only: no rings, config or tasks
     tx = CapturingSend()
     w.tx = tx  # type: ignore[assignment]
@@ -28,7 +42,28 @@ def _worker() -> tuple[Worker, CapturingSend]:
     w._reports = {}
     w._unreported_ns = w._unreported = 0
     w._urgent = False
+    w._report_after = batch_size
+    w.tasks, w.producers, w.changelogs = [], {}, {}
     return w, tx
+
+
+def _process_by_script(w: Worker, request_at: int | None = None) -> None:
+    """Stand-in for running a task: each message takes 1 ms; the one at ``request_at`` asks for a commit."""
+
+    def process(frame: f.Process) -> None:
+        for done, (_, raw) in enumerate(frame.messages, 1):
+            if raw[0] == request_at:
+                w._report_processed(frame.task, frame.epoch, done, done * 1_000_000, 1_000_000)
+                w._reply(f.Requested(frame.task, frame.epoch, True, False, False, False))
+                return
+        n = len(frame.messages)
+        w._report_processed(frame.task, frame.epoch, n, n * 1_000_000, 1_000_000)
+
+    w._process = process  # type: ignore[method-assign]
+
+
+def _batch(task: int, first: int, n: int) -> f.Process:
+    return f.Process(task, 0, [(0, (o, None, b"x", 0)) for o in range(first, first + n)])
 
 
 def test_completions_of_several_batches_go_out_as_one_report_per_task() -> None:
@@ -75,3 +110,42 @@ def test_a_failure_goes_out_behind_the_completions_before_it() -> None:
     frames = tx.sent[0]
     assert [type(fr).__name__ for fr in frames] == ["Processed", "Failed"]
     assert frames[0].count == 3
+
+
+def test_serve_reports_many_batches_at_once_when_its_input_runs_out() -> None:
+    w, tx = _worker()
+    _process_by_script(w)
+    # Five batches of one message each (5 ms of work, under REPORT_EVERY_NS) arrive together.
+    w.rx = ScriptedReceive([[_batch(t % 2, t, 1) for t in range(5)], [f.Stop()]])  # type: ignore[assignment]
+    w.serve()
+    reports, stopped = tx.sent
+    assert sorted((fr.task, fr.count) for fr in reports) == [(0, 3), (1, 2)]
+    assert [type(fr).__name__ for fr in stopped] == ["Stopped"]
+
+
+def test_serve_reports_after_report_every_ns_of_work_without_waiting_for_the_input_to_run_out() -> None:
+    w, tx = _worker()
+    _process_by_script(w)
+    per = f.REPORT_EVERY_NS // 1_000_000  # batches of 1 ms each that reach the report interval
+    w.rx = ScriptedReceive([[_batch(0, i, 1) for i in range(per + 2)], [f.Stop()]])  # type: ignore[assignment]
+    w.serve()
+    assert [[fr.count for fr in send] for send in tx.sent[:-1]] == [[per], [2]]
+
+
+def test_serve_sends_a_request_at_once_behind_its_completions() -> None:
+    w, tx = _worker()
+    _process_by_script(w, request_at=4)  # 5 ms of work in all before it: under the report interval
+    w.rx = ScriptedReceive([[_batch(0, 0, 3), _batch(0, 3, 3), _batch(1, 0, 1)], [f.Stop()]])  # type: ignore[assignment]
+    w.serve()
+    first = tx.sent[0]
+    assert [(type(fr).__name__, fr.task) for fr in first] == [("Processed", 0), ("Requested", 0)]
+    assert first[0].count == 5
+    assert [(type(fr).__name__, fr.task, fr.count) for fr in tx.sent[1]] == [("Processed", 1, 1)]
+
+
+def test_serve_reports_after_a_batch_worth_of_messages() -> None:
+    w, tx = _worker(batch_size=4)
+    _process_by_script(w)
+    w.rx = ScriptedReceive([[_batch(0, 0, 2), _batch(0, 2, 2), _batch(0, 4, 1)], [f.Stop()]])  # type: ignore[assignment]
+    w.serve()
+    assert [[fr.count for fr in send] for send in tx.sent[:-1]] == [[4], [1]]

@@ -61,9 +61,6 @@ log = logging.getLogger("samzamp.worker")
 
 EXIT_PARENT_GONE = 3
 FLUSH_TIMEOUT_S = 300.0
-# Report completions after this much process time at the latest (see Worker.serve): a fifth of the
-# work the loop keeps queued in a worker (remote_task_instance.IN_FLIGHT_TARGET_NS).
-REPORT_EVERY_NS = 8_000_000
 
 
 def _die_with_parent(parent_pid: int) -> None:
@@ -167,12 +164,11 @@ class Worker:
         """Handle the loop's frames until Stop.
 
         Completions (``Processed``, one per task however many batches it covers) are reported when
-        REPORT_EVERY_NS of process time or a batch of messages (job.container.worker.batch.size)
-        has gone unreported, or when no more input is waiting: one report, one wake-up of the loop,
-        per many messages, while the rest of the work queued here (IN_FLIGHT_TARGET_NS shared by
-        this worker's tasks, each capped at four batches: what waits to be reported is at most a
-        fifth of the one or a quarter of the other) keeps this worker busy meanwhile. Any other
-        answer (a request, window done, commit ready) goes at once: the loop waits for it.
+        ``frames.REPORT_EVERY_NS`` of process time or a batch of messages
+        (job.container.worker.batch.size) has gone unreported, or when no more input is waiting:
+        one report, one wake-up of the loop, per many messages, while the rest of the work queued
+        here keeps this worker busy meanwhile (see the pacing in frames.py). Any other answer (a
+        request, window done, commit ready) goes at once: the loop waits for it.
         """
         rx = self.rx
         decode = f.decode_from_loop
@@ -189,7 +185,7 @@ class Worker:
                 if isinstance(frame, f.Process):
                     self._process(frame)
                     if (
-                        self._unreported_ns < REPORT_EVERY_NS
+                        self._unreported_ns < f.REPORT_EVERY_NS
                         and self._unreported < self._report_after
                         and not self._urgent
                     ):

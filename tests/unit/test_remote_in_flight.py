@@ -1,0 +1,66 @@
+"""How much work the loop keeps queued for a task in its worker: IN_FLIGHT_TARGET_NS shared by the
+worker's tasks, but never less than two report intervals (TASK_MIN_SHARE_NS), so that a task whose
+worker holds many idle tasks still has work queued when the worker's next report comes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from samzamp.api.envelope import SystemStreamPartition
+from samzamp.container.remote_task_instance import RemoteTaskInstance
+from samzamp.dispatch.process import frames as f
+from samzamp.metrics.registry import MetricsRegistry
+
+SSP = SystemStreamPartition("mem", "in", 0)
+MS = 1_000_000
+
+
+class Pool:
+    """The WorkerPool surface RemoteTaskInstance uses, with ``tasks`` tasks on worker 0."""
+
+    def __init__(self, tasks: int) -> None:
+        self.tasks = tasks
+        self.handler: Any = None
+
+    def register(self, worker: int, handler: Any) -> int:
+        self.handler = handler
+        return 0
+
+    def tasks_on(self, worker: int) -> int:
+        return self.tasks
+
+    def send(self, worker: int, frame: bytes) -> None: ...
+
+
+def bound_after_reports(tasks: int, per_message_ns: int) -> int:
+    pool = Pool(tasks)
+    ti = RemoteTaskInstance(
+        "T",
+        frozenset([SSP]),
+        False,
+        pool,  # type: ignore[arg-type]
+        0,
+        {},
+        batch_size=256,
+        in_flight_limit=100_000,
+        drop_producer_errors=False,
+        metrics=MetricsRegistry(),
+        on_ready=lambda t: None,
+        on_requests=lambda t, c: None,
+        on_dirty=lambda flush: None,
+    )
+    for i in range(10):
+        ti.dispatch(SSP, (i, None, b"x", 0))
+    pool.handler(f.Processed(0, 0, 10, 10 * per_message_ns, per_message_ns))
+    return ti.state.max_concurrency
+
+
+@pytest.mark.parametrize(("tasks", "expected_ms"), [(1, 40), (2, 20), (10, 16), (40, 16)])
+def test_a_task_gets_its_share_of_the_worker_queue_but_at_least_two_report_intervals(
+    tasks: int, expected_ms: int
+) -> None:
+    assert f.TASK_MIN_SHARE_NS == 2 * f.REPORT_EVERY_NS == 16 * MS
+    # 1 ms a message: the bound in messages is the task's share in milliseconds.
+    assert bound_after_reports(tasks, per_message_ns=MS) == expected_ms
