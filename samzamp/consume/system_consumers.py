@@ -18,6 +18,12 @@ prefetched for a paused partition and fetches it again on resume (librdkafka iss
 whenever an SSP passed its share cost the no-op benchmark about a tenth of its throughput in
 refetches and idle waits.
 
+Only the thread that polls calls into a consumer once fetching started: confluent-kafka (2.x) lets
+one thread at a time into a client, and a second caller waits, retrying now and then, while the
+fetch thread on idle input polls back to back: a loop-thread call could wait until data arrives.
+So the high watermarks the lag metrics read are copied out by the poller (every
+``HIGH_WATERMARK_REFRESH_S``).
+
 Flow control (Samza's): the chooser holds at most one envelope per SSP; the SSP's next envelope is
 handed over only when the loop calls ``try_update(ssp)``, i.e. when its task takes the previous one.
 
@@ -50,6 +56,9 @@ END_OF_STREAM = -1
 WATERMARK_MAX = -2
 # ... and the SSP is drained.
 DRAIN = -3
+
+# How often the poller copies the high watermarks the lag metrics read.
+HIGH_WATERMARK_REFRESH_S = 1.0
 
 
 class SystemConsumers:
@@ -88,6 +97,9 @@ class SystemConsumers:
         # SSPs whose bounded input ended (a drain leaves them alone).
         self._fetched_upto: dict[SystemStreamPartition, int] = {}
         self._ended: set[SystemStreamPartition] = set()
+        self._ssps = list(ssps)
+        self._high_watermarks: dict[SystemStreamPartition, int | None] = {}
+        self._high_watermarks_due = 0.0
         self._chose = metrics.counter("SystemConsumersMetrics", "chose-object")
         self._polls = metrics.counter("SystemConsumersMetrics", "polls")
         metrics.gauge("SystemConsumersMetrics", "unprocessed-messages", fn=self.buffered)
@@ -145,6 +157,8 @@ class SystemConsumers:
     def _poll_all(self, timeout_s: float) -> list[SystemStreamPartition] | None:
         """Poll every consumer once (the caller holds the poll lock); returns the SSPs that got data,
         or None when the buffers are full and no poll was made."""
+        if self._clock() >= self._high_watermarks_due:
+            self._refresh_high_watermarks()
         if not self._apply_backpressure():
             return None
         got: list[SystemStreamPartition] = []
@@ -287,6 +301,13 @@ class SystemConsumers:
         else:
             self._needed.add(ssp)
 
+    def _refresh_high_watermarks(self) -> None:
+        """Poller (holding the poll lock): copy each SSP's high watermark for ``high_watermark``."""
+        self._high_watermarks_due = self._clock() + HIGH_WATERMARK_REFRESH_S
+        consumers = self._consumers
+        self._high_watermarks = {s: consumers[s.system].high_watermark(s) for s in self._ssps}
+
     def high_watermark(self, ssp: SystemStreamPartition) -> int | None:
-        c = self._consumers.get(ssp.system)
-        return c.high_watermark(ssp) if c is not None else None
+        """``ssp``'s high watermark as the poller last copied it (at most about a second old while
+        fetching); None if unknown. Any thread: it never calls into the consumer."""
+        return self._high_watermarks.get(ssp)
