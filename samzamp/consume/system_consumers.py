@@ -304,8 +304,11 @@ class SystemConsumers:
     def _refresh_high_watermarks(self) -> None:
         """Poller (holding the poll lock): copy each SSP's high watermark for ``high_watermark``."""
         self._high_watermarks_due = self._clock() + HIGH_WATERMARK_REFRESH_S
-        consumers = self._consumers
-        self._high_watermarks = {s: consumers[s.system].high_watermark(s) for s in self._ssps}
+        hw: dict[SystemStreamPartition, int | None] = {}
+        for ssp in self._ssps:
+            c = self._consumers.get(ssp.system)
+            hw[ssp] = c.high_watermark(ssp) if c is not None else None
+        self._high_watermarks = hw  # one assignment: a reader on another thread sees old or new
 
     def high_watermark(self, ssp: SystemStreamPartition) -> int | None:
         """``ssp``'s high watermark as the poller last copied it (at most about a second old while
