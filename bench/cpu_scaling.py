@@ -58,9 +58,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import noop
-import psutil
-from confluent_kafka import TopicPartition
-from confluent_kafka.admin import AdminClient, OffsetSpec
 from cpu_task import ITERATIONS, burn
 
 from samzamp.systems.kafka import EmbeddedBroker
@@ -125,7 +122,6 @@ class Contender:
     label: str
     count: Callable[[], int]  # outputs so far (a container) or loop calls so far (a burn reference)
     pgids: list[int] = field(default_factory=list)  # each leads its own process group (workers included)
-    tree_pids: list[int] = field(default_factory=list)  # whose CPU (with their descendants) is counted
     startup_s: float = 0.0
     measured_s: float = 0.0  # the measured part of its slices
     measured_outputs: float = 0.0  # slope x measured time, summed over slices
@@ -146,19 +142,7 @@ class Contender:
             os.killpg(pgid, sig)
 
     def cpu(self) -> float:
-        return sum(noop.tree_cpu_seconds(pid) for pid in self.tree_pids)
-
-
-class Counter:
-    """How many messages a topic holds: one ListOffsets(latest) request for all its partitions."""
-
-    def __init__(self, bootstrap: str) -> None:
-        self._admin = AdminClient({"bootstrap.servers": bootstrap})
-
-    def count(self, topic: str) -> int:
-        request = {TopicPartition(topic, p): OffsetSpec.latest() for p in range(noop.PARTITIONS)}
-        futures = self._admin.list_offsets(request, request_timeout=10)
-        return sum(f.result().offset for f in futures.values())
+        return sum(noop.tree_cpu_seconds(pid) for pid in self.pgids)
 
 
 BURN_LOOP = """\
@@ -194,7 +178,7 @@ class BurnReference:
             )
             for i in range(k)
         ]
-        self.contender = Contender(f"burn x{k}", self.count, [p.pid for p in self.procs], [p.pid for p in self.procs])
+        self.contender = Contender(f"burn x{k}", self.count, [p.pid for p in self.procs])
         deadline = time.monotonic() + 60
         while any(c == 0 for c in struct.unpack_from(f"{k}q", self._counts)):  # every process is looping
             if time.monotonic() > deadline or any(p.poll() is not None for p in self.procs):
@@ -217,7 +201,7 @@ class Container:
     """A container of the cpu job under test, with job.container.thread.pool.size = ``pool``."""
 
     def __init__(
-        self, label: str, pool: int, out_topic: str, counter: Counter, log_dir: Path, sets: tuple[str, ...] = ()
+        self, label: str, pool: int, out_topic: str, bs: str, log_dir: Path, sets: tuple[str, ...] = ()
     ) -> None:
         self.pool = pool
         self.out_topic = out_topic
@@ -225,7 +209,8 @@ class Container:
         self.commit_ms = COMMIT_MS
         self.log_path = log_dir / f"container-{out_topic}.log"
         self.proc: subprocess.Popen[bytes] | None = None
-        self.contender = Contender(label, lambda: counter.count(out_topic))
+        self.watch = noop.OutputWatch(bs, out_topic)
+        self.contender = Contender(label, self.watch.count)
 
 
 def start(c: Container, bs: str, rep: int, workdir: Path) -> None:
@@ -242,7 +227,7 @@ def start(c: Container, bs: str, rep: int, workdir: Path) -> None:
         c.proc = subprocess.Popen(
             args, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
         )
-    c.contender.pgids = c.contender.tree_pids = [c.proc.pid]  # the container leads a group with its workers
+    c.contender.pgids = [c.proc.pid]  # the container leads a group with its workers
     deadline = time.monotonic() + 120
     while c.contender.count() == 0:
         check_alive(c)
@@ -302,21 +287,7 @@ def machine_idle_s() -> float:
 
 def thread_times(c: Contender) -> dict[tuple[int, int, str], float]:
     """Seconds each thread of ``c``'s processes (and their descendants) has run, by (pid, tid, name)."""
-    out = {}
-    for root in c.tree_pids:
-        try:
-            pids = [root, *(k.pid for k in psutil.Process(root).children(recursive=True))]
-        except psutil.Error:
-            continue
-        for pid in pids:
-            for t in Path(f"/proc/{pid}/task").glob("*"):
-                try:
-                    stat = (t / "stat").read_text()
-                    run_ns = int((t / "schedstat").read_text().split()[0])
-                except (OSError, ValueError):
-                    continue
-                out[(pid, int(t.name), stat[stat.index("(") + 1 : stat.rindex(")")])] = run_ns / 1e9
-    return out
+    return {key: run for pid in c.pgids for key, (run, _wait) in noop.thread_times(pid).items()}
 
 
 def near_the_end(c: Contender, n: int, slice_s: float) -> bool:
@@ -348,12 +319,11 @@ def run_round(
     """Start one container per pool size (and per variant) and the burn references, let them take
     turns until one container wrote 90% of its outputs, then let the containers finish."""
     log_dir = Path(os.environ.get("BENCH_LOG_DIR") or workdir)
-    counter = Counter(bs)
-    containers = [Container(f"pool {p}", p, f"bench-cpu-out-{p}-{rep}", counter, log_dir) for p in pools]
+    containers = [Container(f"pool {p}", p, f"bench-cpu-out-{p}-{rep}", bs, log_dir) for p in pools]
     for i, variant in enumerate(args.variant):
         sets = tuple(variant.split(","))
         label = f"pool {max(pools)} {variant}"
-        containers.append(Container(label, max(pools), f"bench-cpu-out-v{i}-{rep}", counter, log_dir, sets))
+        containers.append(Container(label, max(pools), f"bench-cpu-out-v{i}-{rep}", bs, log_dir, sets))
     burns: list[BurnReference] = []
     for c in containers:
         c.commit_ms = COMMIT_MS * (len(containers) + len(pools))  # and a burn reference per pool size
@@ -385,6 +355,7 @@ def run_round(
             if c.proc is not None and c.proc.poll() is None:
                 c.contender.signal(signal.SIGKILL)
                 c.proc.wait()
+            c.watch.close()
     return order
 
 

@@ -141,6 +141,26 @@ def tree_cpu_seconds(pid: int) -> float:
     return cpu_seconds(pid) + sum(cpu_seconds(k) for k in kids)
 
 
+def thread_times(root: int) -> dict[tuple[int, int, str], tuple[float, float]]:
+    """(seconds running, seconds waiting for a CPU) of every thread of ``root`` and its descendants,
+    by (pid, tid, thread name), from /proc/<pid>/task/*/schedstat."""
+    out: dict[tuple[int, int, str], tuple[float, float]] = {}
+    try:
+        pids = [root, *(k.pid for k in psutil.Process(root).children(recursive=True))]
+    except psutil.Error:
+        return out
+    for pid in pids:
+        for t in Path(f"/proc/{pid}/task").glob("*"):
+            try:
+                stat = (t / "stat").read_text()
+                run_ns, wait_ns, _ = (int(x) for x in (t / "schedstat").read_text().split())
+            except (OSError, ValueError):
+                continue
+            comm = stat[stat.index("(") + 1 : stat.rindex(")")]
+            out[(pid, int(t.name), comm)] = (run_ns / 1e9, wait_ns / 1e9)
+    return out
+
+
 class ThreadStats:
     """With BENCH_THREADS=1: each thread's share of the timed window, for the container and its
     workers (running, and waiting for a CPU: the run queue), from /proc/<pid>/task/*/schedstat."""
@@ -151,21 +171,7 @@ class ThreadStats:
         self._start = self._snapshot() if self.enabled else {}
 
     def _snapshot(self) -> dict[tuple[int, int, str], tuple[float, float]]:
-        out = {}
-        try:
-            pids = [self._pid, *(k.pid for k in psutil.Process(self._pid).children(recursive=True))]
-        except psutil.Error:
-            return out
-        for pid in pids:
-            for t in Path(f"/proc/{pid}/task").glob("*"):
-                try:
-                    stat = (t / "stat").read_text()
-                    run_ns, wait_ns, _ = (int(x) for x in (t / "schedstat").read_text().split())
-                except (OSError, ValueError):
-                    continue
-                comm = stat[stat.index("(") + 1 : stat.rindex(")")]
-                out[(pid, int(t.name), comm)] = (run_ns / 1e9, wait_ns / 1e9)
-        return out
+        return thread_times(self._pid)
 
     def report(self, wall_s: float) -> None:
         if not self.enabled:
@@ -351,6 +357,10 @@ class OutputWatch:
     def poll(self) -> int:
         """Messages written so far, as ListOffsets tells (waits one sampling period first)."""
         time.sleep(self.PERIOD_S)
+        return self.count()
+
+    def count(self) -> int:
+        """Messages written so far, as ListOffsets tells (at once)."""
         futures = self._admin.list_offsets(self._request, request_timeout=10)
         return sum(f.result().offset for f in futures.values())
 
