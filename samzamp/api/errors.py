@@ -9,6 +9,7 @@ SamzampError
 ├── SystemFailureError     a system (Kafka) failed in a way samzamp cannot recover from
 ├── WorkerError            a worker process died or could not start: names the worker and its tasks
 ├── IllegalCallbackStateError  complete()/failure() called twice on one callback
+├── MissingExtraError (samzamp.extras)  an optional dependency is missing: names the extra (exit code 2)
 └── IpcError (samzamp.ipc)  the shared-memory rings: WouldBlock, QueueClosed, PeerGone, EndOfQueue, SendTimeout
 """
 

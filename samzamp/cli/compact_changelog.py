@@ -25,7 +25,8 @@ Prints one line on stdout, ``key=value`` words::
 Exit codes:
     0    done; the counts line is printed
     1    failed (Kafka unreachable, a read or write failed, Spark failed)
-    2    bad config or arguments (one line names the key or option)
+    2    bad config or arguments (one line names the key or option), or PySpark is missing
+         (the line says: pip install 'samzamp[offline]')
     (3   is never returned here; the restore tool uses it for a store held by a live process)
 """
 
@@ -35,8 +36,10 @@ import argparse
 import sys
 from pathlib import Path
 
-from samzamp.cli.offline_common import EXIT_OK, add_job_arguments, exit_code, setup_logging
+from samzamp.cli.common import new_parser, setup
+from samzamp.cli.offline_common import EXIT_OK, add_job_arguments, exit_code
 from samzamp.config import load_config, parse_overrides
+from samzamp.extras import OFFLINE, require
 
 __all__ = ["main"]
 
@@ -44,7 +47,7 @@ PROG = "samzamp-compact-changelog"
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=PROG, description="Compact a store's changelog into a Parquet snapshot (Spark).")
+    p = new_parser(PROG, "Compact a store's changelog into a Parquet snapshot (Spark).")
     add_job_arguments(p, "the store whose changelog to compact (stores.NAME.changelog)")
     p.add_argument("--output", required=True, type=Path, help="directory for the Parquet snapshot")
     p.add_argument("--to-topic", help="also write the live records to this new, compacted topic")
@@ -53,12 +56,12 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    setup_logging(args.log_level)
+    args = setup(_parser(), argv)
     from samzamp.offline.compaction import check_output, check_to_topic, compact_changelog
     from samzamp.offline.job import OfflineError, resolve_store, spark_session
 
     try:
+        require(OFFLINE)
         job = resolve_store(load_config(args.config, parse_overrides(args.overrides)), args.store)
         if job.changelog_partitions is None:
             raise OfflineError(

@@ -1,9 +1,13 @@
-"""``samzamp-container job.toml [--set key=value ...]``: run one container of a job.
+"""``samzamp-container job.toml [--set key=value ...] [--log-level LEVEL]``: run one container of a job.
+
+Task modules named by task.class are imported from the current directory first, as ``python -m``
+would. A failure is one line on stderr; ``--log-level debug`` also logs its traceback.
 
 Exit codes:
     0    stopped cleanly (signal, every task voted to shut down, or all inputs ended)
     1    a task or a system failed; the message names the task, SSP and offset
-    2    the config is invalid; one line names the key
+    2    the config is invalid (one line names the key), or a Kafka system without bootstrap.servers
+         needs the embedded broker and samzamp[embedded] is not installed
     130  a second SIGINT arrived during shutdown: exited at once (143 for SIGTERM)
 """
 
@@ -13,29 +17,26 @@ import argparse
 import asyncio
 import logging
 import os
+import platform
 import signal
 import sys
 
-from samzamp.api.errors import ConfigError, SamzampError
+from samzamp._version import __version__
+from samzamp.cli.common import EXIT_OK, add_job_config, add_log_level, new_parser, report_failure, setup
 from samzamp.config import load_config, parse_overrides, validate
 from samzamp.container.container import SamzaContainer
 
 __all__ = ["main"]
 
-log = logging.getLogger("samzamp")
+PROG = "samzamp-container"
 
-EXIT_OK = 0
-EXIT_FAILED = 1
-EXIT_CONFIG = 2
+log = logging.getLogger("samzamp")
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="samzamp-container", description="Run one container of a samzamp job.")
-    p.add_argument("config", help="the job's TOML config")
-    p.add_argument(
-        "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help="override a config key"
-    )
-    p.add_argument("--log-level", default=os.environ.get("SAMZAMP_LOG_LEVEL", "INFO"))
+    p = new_parser(PROG, "Run one container of a samzamp job.")
+    add_job_config(p)
+    add_log_level(p, "INFO")
     return p
 
 
@@ -65,30 +66,22 @@ async def _run(container: SamzaContainer) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    logging.basicConfig(
-        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
-    )
+    args = setup(_parser(), argv)
     try:
-        config = load_config(args.config, parse_overrides(args.overrides))
-        settings = validate(config)
-    except ConfigError as e:
-        print(f"samzamp-container: {e}", file=sys.stderr)
-        return EXIT_CONFIG
-    container = SamzaContainer(settings, freeze_gc_after_start=True)
-    try:
-        asyncio.run(_run(container))
-    except ConfigError as e:
-        print(f"samzamp-container: {e}", file=sys.stderr)
-        return EXIT_CONFIG
-    except SamzampError as e:
-        log.error("container failed: %s", e, exc_info=e.__cause__ is not None)
-        print(f"samzamp-container: failed: {e}", file=sys.stderr)
-        return EXIT_FAILED
+        settings = validate(load_config(args.config, parse_overrides(args.overrides)))
+        # The first log line (after the config: a bad one is a single line on stderr, nothing else).
+        log.info(
+            "samzamp %s (%s %s): job %s-%s from %s",
+            __version__,
+            platform.python_implementation(),
+            platform.python_version(),
+            settings.name,
+            settings.id,
+            args.config,
+        )
+        asyncio.run(_run(SamzaContainer(settings, freeze_gc_after_start=True)))
     except Exception as e:
-        log.exception("container failed")
-        print(f"samzamp-container: failed: {type(e).__name__}: {e}", file=sys.stderr)
-        return EXIT_FAILED
+        return report_failure(PROG, e)
     log.info("container stopped cleanly")
     return EXIT_OK
 

@@ -14,6 +14,7 @@ import sys
 import time
 from pathlib import Path
 
+from samzamp.cli.common import report_failure
 from samzamp.config import load_config, validate
 from samzamp.container.container import SamzaContainer
 from samzamp.systems.kafka import EmbeddedBroker
@@ -73,9 +74,15 @@ def main() -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     words = [w.strip(".,;").lower() for w in TEXT.split()]
     started = time.monotonic()
-    with EmbeddedBroker() as broker:
+    try:
+        broker = EmbeddedBroker().start()
+    except Exception as e:  # e.g. no samzamp[embedded]: one line that says what to install
+        return report_failure("demo", e)
+    try:
         print(f"demo: embedded broker (tansu) at {broker.bootstrap_servers}", flush=True)
         counts = asyncio.run(_run(broker.bootstrap_servers, words))
+    finally:
+        broker.stop()
     expected: dict[str, int] = {}
     for w in words:
         expected[w] = expected.get(w, 0) + 1

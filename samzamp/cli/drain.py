@@ -30,12 +30,20 @@ Prints one line. Exit codes:
 from __future__ import annotations
 
 import argparse
-import logging
-import os
 import sys
 import time
 
-from samzamp.api.errors import ConfigError, SamzampError
+from samzamp.api.errors import ConfigError
+from samzamp.cli.common import (
+    EXIT_CONFIG,
+    EXIT_FAILED,
+    EXIT_OK,
+    add_job_config,
+    add_log_level,
+    new_parser,
+    report_failure,
+    setup,
+)
 from samzamp.config import load_config, parse_overrides, validate
 from samzamp.config.settings import JobSettings
 from samzamp.coordinator.metadata_store import CoordinatorStreamStore
@@ -45,26 +53,18 @@ from samzamp.drain.notification import DRAIN_NAMESPACE, read_drain_notifications
 __all__ = ["main"]
 
 PROG = "samzamp-drain"
-EXIT_OK = 0
-EXIT_FAILED = 1
-EXIT_CONFIG = 2
 EXIT_NO_RUN = 3
 EXIT_TIMEOUT = 4
 WAIT_POLL_S = 0.5
 
-log = logging.getLogger("samzamp.drain")
-
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=PROG, description="Drain a running samzamp job, then let it stop.")
-    p.add_argument("config", help="the job's TOML config")
+    p = new_parser(PROG, "Drain a running samzamp job, then let it stop.")
+    add_job_config(p)
     p.add_argument("--run-id", help="the run to drain (default: app.run.id, else the running deployment)")
     p.add_argument("--wait", action="store_true", help="wait until the run has drained")
     p.add_argument("--timeout", type=float, default=300.0, metavar="S", help="with --wait: give up after S seconds")
-    p.add_argument(
-        "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help="override a config key"
-    )
-    p.add_argument("--log-level", default=os.environ.get("SAMZAMP_LOG_LEVEL", "WARNING"))
+    add_log_level(p, "WARNING")
     return p
 
 
@@ -173,28 +173,15 @@ def _wait(job: str, store: CoordinatorStreamStore, run_id: str, uuid: str, seen:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    logging.basicConfig(
-        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
-    )
+    args = setup(_parser(), argv)
     if args.timeout <= 0:
         print(f"{PROG}: --timeout must be > 0, got {args.timeout:g}", file=sys.stderr)
         return EXIT_CONFIG
     try:
         settings = validate(load_config(args.config, parse_overrides(args.overrides)))
-        store = _open_store(settings)
-    except ConfigError as e:
-        print(f"{PROG}: {e}", file=sys.stderr)
-        return EXIT_CONFIG
-    try:
-        return drain(settings, store, args.run_id, args.wait, args.timeout)
-    except SamzampError as e:
-        print(f"{PROG}: failed: {e}", file=sys.stderr)
-        return EXIT_FAILED
+        return drain(settings, _open_store(settings), args.run_id, args.wait, args.timeout)
     except Exception as e:
-        log.debug("failed", exc_info=True)
-        print(f"{PROG}: failed: {type(e).__name__}: {e}", file=sys.stderr)
-        return EXIT_FAILED
+        return report_failure(PROG, e)
 
 
 if __name__ == "__main__":

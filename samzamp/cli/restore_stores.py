@@ -26,7 +26,8 @@ Prints one line per task and a summary line, ``key=value`` words (values shell-q
 Exit codes:
     0    done; the counts are printed
     1    failed (Kafka unreachable, the changelog ends before a cut, a write failed, Spark failed)
-    2    bad config or arguments, or a snapshot that does not fit the cuts (one line says which)
+    2    bad config or arguments, or a snapshot that does not fit the cuts (one line says which), or
+         PySpark is missing (the line says: pip install 'samzamp[offline]')
     3    a target store directory is held by a live process (a running container?); nothing was written
          (if a process takes a directory while the restore runs, the other tasks' stores are restored)
 """
@@ -37,8 +38,10 @@ import argparse
 import sys
 from pathlib import Path
 
-from samzamp.cli.offline_common import EXIT_OK, add_job_arguments, exit_code, setup_logging
+from samzamp.cli.common import new_parser, setup
+from samzamp.cli.offline_common import EXIT_OK, add_job_arguments, exit_code
 from samzamp.config import load_config, parse_overrides
+from samzamp.extras import OFFLINE, require
 
 __all__ = ["main"]
 
@@ -46,20 +49,20 @@ PROG = "samzamp-restore-stores"
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=PROG, description="Restore every task's store at its last checkpoint (Spark).")
+    p = new_parser(PROG, "Restore every task's store at its last checkpoint (Spark).")
     add_job_arguments(p, "the store to restore (it needs stores.NAME.changelog)")
     p.add_argument("--snapshot", type=Path, help="a snapshot from samzamp-compact-changelog to start from")
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    setup_logging(args.log_level)
+    args = setup(_parser(), argv)
     from samzamp.offline.compaction import read_snapshot_meta
     from samzamp.offline.job import read_cuts, resolve_store, spark_session
     from samzamp.offline.restore import check_unlocked, plan_restore, restore_stores
 
     try:
+        require(OFFLINE)
         job = resolve_store(load_config(args.config, parse_overrides(args.overrides)), args.store)
         cuts = read_cuts(job)
         meta = read_snapshot_meta(args.snapshot) if args.snapshot is not None else None

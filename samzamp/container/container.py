@@ -37,6 +37,7 @@ from samzamp.dispatch.process.frames import TaskSpec
 from samzamp.dispatch.process.pool import WorkerPool, assign_tasks
 from samzamp.drain.monitor import DrainMonitor
 from samzamp.drain.notification import DRAIN_NAMESPACE, cleanup
+from samzamp.extras import EMBEDDED, require
 from samzamp.metrics.registry import MetricsRegistry
 from samzamp.serde.streams import StreamSerdes
 from samzamp.storage.changelog_names import changelog_partitions
@@ -99,6 +100,7 @@ class SamzaContainer:
         if self.embedded_broker is None:
             from samzamp.systems.kafka.embedded import EmbeddedBroker
 
+            require(EMBEDDED, f", or set systems.{system}.bootstrap.servers to a Kafka cluster's brokers")
             self.embedded_broker = EmbeddedBroker(die_with_parent=True).start()
             log.info(
                 "no bootstrap.servers for system %r: started the embedded broker at %s (memory only)",

