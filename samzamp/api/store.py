@@ -1,4 +1,4 @@
-"""The key-value store interface a task reads and writes (implemented by LMDB stores, issue 4)."""
+"""The key-value store interface a task reads and writes (implemented by the LMDB stores in samzamp.storage)."""
 
 from __future__ import annotations
 
