@@ -86,6 +86,7 @@ KEYS: tuple[KeySpec, ...] = (
     KeySpec("task.class", "str", None, "The task class, as module:Class or module.Class (required)."),
     KeySpec("task.inputs", "list", None, "Input streams as system.stream (required)."),
     KeySpec("task.window.ms", "int", -1, "Call window() this often (ms); -1 disables."),
+    KeySpec("task.window.on.end.of.stream", "bool", False, "At end of input: a last window() before on_end_of_stream."),
     KeySpec("task.commit.ms", "int", 60000, "Commit (checkpoint) this often (ms); <= 0 disables timer commits."),
     KeySpec("task.max.concurrency", "int", 1, "Messages of one task in flight at once; 1 keeps strict order.", 1),
     KeySpec("task.callback.timeout.ms", "int", -1, "Fail the container if a callback takes longer (ms); -1 = never."),

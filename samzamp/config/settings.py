@@ -58,6 +58,7 @@ class TaskSettings:
     ignored_exceptions: tuple[str, ...]
     fetch_threshold: int
     consumer_batch_size: int
+    window_on_end_of_stream: bool = False
 
 
 @dataclass(frozen=True)
@@ -417,4 +418,5 @@ def _task(config: Config, systems: dict[str, SystemSettings]) -> TaskSettings:
         ignored_exceptions=tuple(config.get_list("task.ignored.exceptions")),
         fetch_threshold=config.get_int("task.fetch.threshold", 50000),
         consumer_batch_size=config.get_int("task.consumer.batch.size", 64),
+        window_on_end_of_stream=config.get_bool("task.window.on.end.of.stream", False),
     )

@@ -66,9 +66,13 @@ class SamzaContainer:
         inmemory: dict[str, InMemoryStreams] | None = None,
         *,
         freeze_gc_after_start: bool = False,
+        unconfigured_sends_to: str | None = None,
     ) -> None:
-        """``freeze_gc_after_start``: the caller owns the process (the CLI); see ``freeze_start_up``."""
+        """``freeze_gc_after_start``: the caller owns the process (the CLI); see ``freeze_start_up``.
+        ``unconfigured_sends_to``: a system that takes sends to systems the config does not name
+        (``samzamp.testing.TestRunner``; None, as in production: such a send fails the task)."""
         self.settings = settings
+        self._unconfigured_sends_to = unconfigured_sends_to
         self._freeze_gc = freeze_gc_after_start
         self.metrics = MetricsRegistry()
         self.inmemory = inmemory if inmemory is not None else {}
@@ -323,6 +327,7 @@ class SamzaContainer:
                     st.task.drop_serialization_errors,
                     self.metrics.counter(f"TaskName-{name}", "send-calls"),
                     self.metrics.counter("SystemProducersMetrics", "serialization error"),
+                    fallback_system=self._unconfigured_sends_to,
                 )
                 ti = TaskInstance(
                     name,
