@@ -95,6 +95,8 @@ class Case:
         return path
 
 
+STORE = {"stores.counts.factory": "lmdb", "stores.counts.key.serde": "string", "stores.counts.msg.serde": "long"}
+
 CASES = [
     Case("missing-job-name", "job.name", drop=("job.name",)),
     Case("empty-job-name", "job.name", set={"job.name": ""}),
@@ -138,6 +140,61 @@ CASES = [
     Case("default-system-undefined", "job.default.system", set={"job.default.system": "kinesis"}),
     Case("bool-not-a-bool", "task.drop.producer.errors", set={"task.drop.producer.errors": "sometimes"}),
     Case("bootstrap-stream-unsupported", "streams.lines.samza.bootstrap", set={"streams.lines.samza.bootstrap": True}),
+    # A table or key in the wrong place is never kept silently.
+    Case(
+        # Both keys of the table are wrong; the first in key order is named.
+        "misspelled-table",
+        "stream.lines.partitions",
+        raw=BASE_TOML.replace("[streams.lines]", "[stream.lines]"),
+    ),
+    Case(
+        "samza-key-under-stream-table-without-samza",
+        "streams.lines.msg.serde",
+        raw=BASE_TOML.replace("[streams.lines]\nsamza.msg.serde", "[streams.lines]\nmsg.serde"),
+    ),
+    Case(
+        "samza-key-under-system-table-without-samza",
+        "systems.kafka.msg.serde",
+        set={"systems.kafka.msg.serde": "string"},
+    ),
+    Case("tasks-table", "tasks.window.ms", set={"tasks.window.ms": 1000}),
+    Case("not-a-topic-config", "streams.lines.retention.msx", set={"streams.lines.retention.msx": 1000}),
+    Case(
+        "system-default-not-a-topic-config",
+        "systems.kafka.default.stream.msg.serde",
+        set={"systems.kafka.default.stream.msg.serde": "string"},
+    ),
+    Case(
+        "legacy-per-stream-form",
+        "systems.kafka.streams.lines.samza.msg.serde",
+        set={"systems.kafka.streams.lines.samza.msg.serde": "string"},
+    ),
+    # Keys accepted before with no effect.
+    Case("metrics-reporters", "metrics.reporters", set={"metrics.reporters": ["snapshot"]}),
+    Case("stream-priority", "streams.lines.samza.priority", set={"streams.lines.samza.priority": 2}),
+    Case("custom-chooser", "task.chooser.class", set={"task.chooser.class": "com.example.PriorityChooserFactory"}),
+    Case("config-rewriters", "job.config.rewriters", set={"job.config.rewriters": "regex"}),
+    Case("app-name-disagrees", "app.name", set={"app.name": "other-job"}),
+    # Values that used to mean something else, or end in a traceback at run time.
+    Case("window-ms-zero", "task.window.ms", set={"task.window.ms": 0}),
+    Case("pool-size-huge", "job.container.thread.pool.size", set={"job.container.thread.pool.size": 1_000_000}),
+    Case("map-size-huge", "stores.counts.lmdb.map.size", set={**STORE, "stores.counts.lmdb.map.size": 2**62}),
+    Case("fetch-threshold-huge", "task.fetch.threshold", set={"task.fetch.threshold": 10**9}),
+    Case("commit-ms-huge", "task.commit.ms", set={"task.commit.ms": 2**40}),
+    # Stores.
+    Case("store-without-factory", "stores.counts.factory", set={"stores.counts.key.serde": "string"}),
+    Case(
+        "samza-rocksdb-store",
+        "stores.counts.factory",
+        set={**STORE, "stores.counts.factory": "org.apache.samza.storage.kv.RocksDbKeyValueStorageEngineFactory"},
+    ),
+    Case("store-side-inputs", "stores.counts.side.inputs", set={**STORE, "stores.counts.side.inputs": "kafka.lines"}),
+    Case("store-rocksdb-ttl", "stores.counts.rocksdb.ttl.ms", set={**STORE, "stores.counts.rocksdb.ttl.ms": 60000}),
+    Case(
+        "java-serde-factory",
+        "serializers.registry.obj.class",
+        set={"serializers.registry.obj.class": "org.apache.samza.serializers.SerializableSerdeFactory"},
+    ),
 ]
 
 
@@ -154,7 +211,7 @@ def _run(path: Path, *args: str) -> subprocess.CompletedProcess[str]:
 def test_cases_are_distinct_and_enough() -> None:
     assert len({c.id for c in CASES}) == len(CASES)
     assert len({(repr(sorted(c.set.items())), c.drop, c.args, c.raw) for c in CASES}) == len(CASES)
-    assert len(CASES) >= 12
+    assert len(CASES) >= 26 + 15
 
 
 def test_base_config_is_valid(tmp_path: Path) -> None:
