@@ -7,6 +7,7 @@ contacted (a case that got that far would not exit 2 with a config error).
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import tomllib
@@ -15,8 +16,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from confluent_kafka import Producer
+from kafka_util import create_topic
 
 from samzamp.config import flatten, load_config, validate
+from samzamp.config.settings import checkpoint_topic_name
 
 pytestmark = pytest.mark.integration
 
@@ -235,3 +239,58 @@ def test_bad_config_exits_2_with_one_line_naming_the_key(tmp_path: Path, case: C
     key = str(path) if case.key is None else case.key
     assert line.startswith(f"samzamp-container: config error: {key}: "), line
     assert proc.stdout == ""
+
+
+def test_a_checkpoint_topic_of_samza_s_records_exits_2_naming_what_to_do(
+    broker: Any, unique: str, tmp_path: Path
+) -> None:
+    # A job moved from Samza under its old job.name and job.id: its checkpoint topic holds Samza's
+    # records only. Starting would silently begin at samza.offset.default; it must stop instead.
+    job = f"moved-{unique}"
+    bootstrap = broker.bootstrap_servers
+    topic = checkpoint_topic_name(job, "1")
+    create_topic(bootstrap, topic, 1)
+    create_topic(bootstrap, f"lines-{unique}", 2)
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for p in range(2):
+        key = {
+            "systemstreampartition-grouper-factory": "org.apache.samza.container.grouper.stream.GroupByPartitionFactory",
+            "taskName": f"Partition {p}",
+            "type": "checkpoint",
+        }
+        ssp = f"SystemStreamPartition [kafka, lines-{unique}, {p}]"
+        value = {ssp: {"system": "kafka", "stream": f"lines-{unique}", "partition": str(p), "offset": "41"}}
+        producer.produce(topic, json.dumps(value).encode(), json.dumps(key).encode(), partition=0)
+    assert producer.flush(30) == 0
+
+    values = _base_values()
+    values.update(
+        {
+            "job.name": job,
+            "task.inputs": [f"kafka.lines-{unique}"],
+            "systems.kafka.bootstrap.servers": bootstrap,
+            "metrics.log.interval.ms": 0,
+            "job.factory.class": "org.apache.samza.job.yarn.YarnJobFactory",  # kept from the Samza job
+        }
+    )
+    path = tmp_path / "job.toml"
+    path.write_text(_render(values), encoding="utf-8")
+    proc = subprocess.run(
+        [sys.executable, "-m", "samzamp.cli.container", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert proc.returncode == 2, proc.stderr
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith(
+        f"samzamp-container: config error: job.id: checkpoint topic {topic} holds Apache Samza's checkpoints "
+        "(2 task(s), e.g. 'Partition 0'), which samzamp cannot read"
+    ), last
+    assert "another job.id" in last
+    # Samza's keys samzamp does not use were named once at start, as warnings.
+    warned = [line for line in proc.stderr.splitlines() if "config warning: job.factory.class" in line]
+    assert len(warned) == 1, proc.stderr
+    assert "WARNING" in warned[0]
