@@ -205,6 +205,11 @@ class JobSettings:
                 "job.coordinator.system",
                 f"names system {coordinator_system!r}, which has no systems.{coordinator_system}.samza.factory",
             )
+        for key in sorted(k for k in config if k.startswith("streams.") and k.endswith(".samza.system")):
+            # A stream of an unknown system would never be created nor found: refuse the name.
+            named = config.get_str(key)
+            if named not in systems:
+                raise ConfigError(key, f"names system {named!r}, which has no systems.{named}.samza.factory")
 
         serializers = {
             key[len("serializers.registry.") : -len(".class")]: _serde_path(key, str(config[key]))

@@ -173,6 +173,11 @@ CASES = [
         "systems.kafka.streams.lines.samza.msg.serde",
         set={"systems.kafka.streams.lines.samza.msg.serde": "string"},
     ),
+    Case(
+        "stream-of-unknown-system",
+        "streams.word-counts.samza.system",
+        set={"streams.word-counts.samza.system": "kafak"},
+    ),
     # Keys accepted before with no effect.
     Case("metrics-reporters", "metrics.reporters", set={"metrics.reporters": ["snapshot"]}),
     Case("stream-priority", "streams.lines.samza.priority", set={"streams.lines.samza.priority": 2}),

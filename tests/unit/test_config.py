@@ -144,6 +144,14 @@ def test_load_config_of_the_shipped_word_count_config_validates() -> None:
     assert settings.task.inputs == (SystemStream("kafka", "lines"),)
 
 
+SHIPPED = sorted((Path(__file__).resolve().parents[2] / "configs").glob("*.toml"))
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=[p.stem for p in SHIPPED])
+def test_every_shipped_config_validates_without_a_warning(path: Path) -> None:
+    assert validate(load_config(path)).warnings == ()
+
+
 def test_load_config_missing_file_names_the_path(tmp_path: Path) -> None:
     path = tmp_path / "nope.toml"
     with pytest.raises(ConfigError) as exc:
@@ -1134,3 +1142,11 @@ def test_no_key_is_both_samzamp_s_and_one_samzamp_ignores() -> None:
     for spec in KEYS:
         concrete = spec.pattern.replace("<s>", "kafka").replace("<id>", "lines").replace("<name>", "counts")
         assert samza_key(concrete) is None, spec.pattern
+
+
+def test_a_stream_of_an_unknown_system_is_an_error() -> None:
+    # It would be skipped when samzamp creates streams, and never found as an input's settings.
+    with pytest.raises(ConfigError) as exc:
+        validate(_with(**{"streams.out.samza.system": "kafak", "streams.out.partitions": 4}))
+    _assert_names_key(exc, "streams.out.samza.system")
+    assert "'kafak'" in exc.value.problem
