@@ -12,6 +12,8 @@ from typing import Any
 from samzamp.api.envelope import SystemStream
 from samzamp.api.errors import ConfigError
 from samzamp.config.config import Config
+from samzamp.config.keys import ConfigWarning
+from samzamp.config.samza_keys import GLOBAL_STORE_KEYS
 
 __all__ = [
     "JobSettings",
@@ -138,11 +140,14 @@ class JobSettings:
     run_id: str | None = None  # app.run.id: None means generated (or continued) at start
     drain_monitor_enabled: bool = True
     drain_monitor_poll_ms: int = 10000
+    warnings: tuple[ConfigWarning, ...] = ()  # accepted keys worth a word, logged once at start
 
     @classmethod
     def from_config(cls, config: Config) -> JobSettings:
-        name = config.require_str("job.name", 'name the job, e.g. job.name = "word-count"')
-        job_id = config.get_str("job.id", "1") or "1"
+        name = _job_name_or_id(config, "name") or config.require_str(
+            "job.name", 'name the job, e.g. job.name = "word-count"'
+        )
+        job_id = _job_name_or_id(config, "id") or "1"
         default_system = config.get_str("job.default.system")
         systems = {s: _system(config, s) for s in _system_names(config)}
         if default_system is not None and default_system not in systems:
@@ -201,9 +206,14 @@ class JobSettings:
                 "job.coordinator.system",
                 f"names system {coordinator_system!r}, which has no systems.{coordinator_system}.samza.factory",
             )
+        for key in sorted(k for k in config if k.startswith("streams.") and k.endswith(".samza.system")):
+            # A stream of an unknown system would never be created nor found: refuse the name.
+            named = config.get_str(key)
+            if named not in systems:
+                raise ConfigError(key, f"names system {named!r}, which has no systems.{named}.samza.factory")
 
         serializers = {
-            key[len("serializers.registry.") : -len(".class")]: str(config[key])
+            key[len("serializers.registry.") : -len(".class")]: _serde_path(key, str(config[key]))
             for key in config
             if key.startswith("serializers.registry.") and key.endswith(".class")
         }
@@ -243,6 +253,43 @@ class JobSettings:
         return _stream(self.config, self.systems, system_stream)
 
 
+def _job_name_or_id(config: Config, what: str) -> str | None:
+    """job.<what>, else app.<what> (Samza's planner sets the job's from the app's); the two must agree."""
+    job = config.get_str(f"job.{what}")
+    app = config.get_str(f"app.{what}")
+    if job and app and job != app:
+        raise ConfigError(
+            f"app.{what}",
+            f"is {app!r} but job.{what} is {job!r}; Samza names the job after app.{what}, so set only one of them",
+        )
+    return job or app or None
+
+
+# Samza's built-in serde factories and the samzamp serdes that read and write the same bytes.
+_SAMZA_SERDES = {
+    "org.apache.samza.serializers.JsonSerdeFactory": "samzamp.serde.registry:JsonSerde",
+    "org.apache.samza.serializers.JsonSerdeV2Factory": "samzamp.serde.registry:JsonSerde",
+    "org.apache.samza.serializers.StringSerdeFactory": "samzamp.serde.registry:StringSerde",
+    "org.apache.samza.serializers.LongSerdeFactory": "samzamp.serde.registry:LongSerde",
+    "org.apache.samza.serializers.IntegerSerdeFactory": "samzamp.serde.registry:IntegerSerde",
+    "org.apache.samza.serializers.ByteSerdeFactory": "samzamp.serde.registry:BytesSerde",
+    "org.apache.samza.serializers.ByteBufferSerdeFactory": "samzamp.serde.registry:BytesSerde",
+}
+
+
+def _serde_path(key: str, value: str) -> str:
+    path = _SAMZA_SERDES.get(value.strip())
+    if path is not None:
+        return path
+    if value.startswith(("org.apache.samza.", "com.linkedin.")):
+        raise ConfigError(
+            key,
+            f"{value!r} is a Java serde factory; samzamp cannot run Java: use a built-in serde (bytes, string, "
+            "json, msgpack, integer, long) or a Python one as module:Class",
+        )
+    return value
+
+
 def _system_names(config: Config) -> list[str]:
     names = sorted({k.split(".")[1] for k in config if k.startswith("systems.") and k.count(".") >= 2})
     for s in names:
@@ -268,14 +315,27 @@ class StoreSettings:
 
 
 def _stores(config: Config, systems: dict[str, SystemSettings]) -> dict[str, StoreSettings]:
+    # Every stores.<name>.* key makes a store: one without a factory is an error, never ignored.
     names = sorted(
-        k.split(".")[1] for k in config if k.startswith("stores.") and k.endswith(".factory") and k.count(".") == 2
+        {
+            k.split(".")[1]
+            for k in config
+            if k.startswith("stores.") and k.count(".") >= 2 and k not in GLOBAL_STORE_KEYS
+        }
     )
     out: dict[str, StoreSettings] = {}
     for name in names:
         p = f"stores.{name}."
-        factory = config.require_str(p + "factory", "the store's engine: lmdb")
+        factory = config.require_str(
+            p + "factory", f'store {name!r} is configured but has no engine; set stores.{name}.factory = "lmdb"'
+        )
         if factory != "lmdb":
+            if "RocksDb" in factory or "rocksdb" in factory.lower():
+                raise ConfigError(
+                    p + "factory",
+                    f"{factory!r} is Samza's RocksDB engine; samzamp's engine is LMDB: set it to lmdb (size it with "
+                    f"stores.{name}.lmdb.map.size; its changelog and serdes stay as they are)",
+                )
             raise ConfigError(p + "factory", f"unknown store engine {factory!r}; use lmdb")
         key_serde = config.require_str(p + "key.serde", "a serde name, e.g. string")
         msg_serde = config.require_str(p + "msg.serde", "a serde name, e.g. json")
@@ -354,7 +414,13 @@ def _stream(config: Config, systems: dict[str, SystemSettings], ss: SystemStream
     sid = _stream_id_for(config, ss)
     p = f"streams.{sid}."
     system = systems[ss.system]
-    topic_configs = {k: str(v) for k, v in config.subset(p).items() if not k.startswith("samza.") and k != "partitions"}
+    # Samza's precedence: the stream's own topic configs over its system's default.stream.* ones.
+    defaults = config.subset(f"systems.{ss.system}.default.stream.")
+    topic_configs = {
+        k: str(v)
+        for k, v in (defaults | config.subset(p)).items()
+        if not k.startswith("samza.") and k not in ("partitions", "replication.factor")
+    }
     partitions = config.get_int(p + "partitions", 0) or None
     for flag in ("bootstrap", "broadcast"):
         if config.get_bool(f"{p}samza.{flag}", False):

@@ -261,6 +261,8 @@ class SamzaContainer:
         loop = asyncio.get_running_loop()
         started = time.monotonic()
         st = self.settings
+        for warning in st.warnings:
+            log.warning("%s", warning)
         task_class = load_task_class(st.task.task_class)
         if st.pool_size >= 2 and issubclass(task_class, AsyncStreamTask):
             log.info(
