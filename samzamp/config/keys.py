@@ -50,7 +50,12 @@ KEYS: tuple[KeySpec, ...] = (
     # job
     KeySpec("job.name", "str", None, "The job's name (required unless app.name is set); names the checkpoint topic."),
     KeySpec("job.id", "str", "1", "The job's instance id (default app.id, else 1); names the checkpoint topic."),
-    KeySpec("job.default.system", "str", None, "System for streams and checkpoints that name none."),
+    KeySpec(
+        "job.default.system",
+        "str",
+        None,
+        "System for streams, changelogs and checkpoints that name none (default: the only system, if one).",
+    ),
     KeySpec(
         "job.container.thread.pool.size",
         "int",

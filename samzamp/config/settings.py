@@ -155,6 +155,9 @@ class JobSettings:
                 "job.default.system",
                 f"names system {default_system!r}, but there is no systems.{default_system}.samza.factory",
             )
+        if default_system is None and len(systems) == 1:
+            # The only system is the one every stream, changelog and checkpoint that names none is on.
+            default_system = next(iter(systems))
 
         grouper_raw = config.get_str("job.systemstreampartition.grouper.factory", "GroupByPartition") or ""
         grouper = _GROUPERS.get(grouper_raw)
@@ -188,12 +191,9 @@ class JobSettings:
 
         checkpoint_system = config.get_str("task.checkpoint.system") or default_system
         if checkpoint_system is None:
-            if len(systems) == 1:
-                checkpoint_system = next(iter(systems))
-            else:
-                raise ConfigError(
-                    "task.checkpoint.system", "is required when there is no job.default.system and more than one system"
-                )
+            raise ConfigError(
+                "task.checkpoint.system", "is required when there is no job.default.system and more than one system"
+            )
         if checkpoint_system not in systems:
             raise ConfigError(
                 "task.checkpoint.system",
@@ -211,13 +211,21 @@ class JobSettings:
             named = config.get_str(key)
             if named not in systems:
                 raise ConfigError(key, f"names system {named!r}, which has no systems.{named}.samza.factory")
+        if default_system is None:
+            for sid in sorted({k.split(".")[1] for k in config if k.startswith("streams.") and k.count(".") >= 2}):
+                # Its settings would apply to no topic: samzamp would neither create it nor find it.
+                if config.get_str(f"streams.{sid}.samza.system") is None:
+                    raise ConfigError(
+                        f"streams.{sid}.samza.system",
+                        "is required: the job has several systems and no job.default.system",
+                    )
 
         serializers = {
             key[len("serializers.registry.") : -len(".class")]: _serde_path(key, str(config[key]))
             for key in config
             if key.startswith("serializers.registry.") and key.endswith(".class")
         }
-        task = _task(config, systems)
+        task = _task(config, systems, default_system)
         return cls(
             config=config,
             name=name,
@@ -234,7 +242,7 @@ class JobSettings:
             checkpoint_validation=config.get_bool("job.checkpoint.validation.enabled", True),
             metrics_log_interval_ms=config.get_int("metrics.log.interval.ms", 60000),
             task=task,
-            stores=_stores(config, systems),
+            stores=_stores(config, systems, default_system),
             logged_store_base_dir=config.get_str("job.logged.store.base.dir") or "state",
             non_logged_store_base_dir=config.get_str("job.non-logged.store.base.dir") or "state",
             transactional_restore=config.get_bool("task.transactional.state.restore.enabled", True),
@@ -314,7 +322,7 @@ class StoreSettings:
     sync: bool
 
 
-def _stores(config: Config, systems: dict[str, SystemSettings]) -> dict[str, StoreSettings]:
+def _stores(config: Config, systems: dict[str, SystemSettings], default_system: str | None) -> dict[str, StoreSettings]:
     # Every stores.<name>.* key makes a store: one without a factory is an error, never ignored.
     names = sorted(
         {
@@ -344,7 +352,7 @@ def _stores(config: Config, systems: dict[str, SystemSettings]) -> dict[str, Sto
         if raw:
             system, dot, stream = raw.partition(".")
             if not dot:
-                cl_system = config.get_str("job.changelog.system") or config.get_str("job.default.system")
+                cl_system = config.get_str("job.changelog.system") or default_system
                 if cl_system is None:
                     raise ConfigError(
                         p + "changelog", f"{raw!r} names no system: write system.stream, or set job.changelog.system"
@@ -456,12 +464,11 @@ def parse_system_stream(
     return SystemStream(system, stream)
 
 
-def _task(config: Config, systems: dict[str, SystemSettings]) -> TaskSettings:
+def _task(config: Config, systems: dict[str, SystemSettings], default_system: str | None) -> TaskSettings:
     task_class = config.require_str("task.class", "the task class as module:Class")
     raw_inputs = config.get_list("task.inputs")
     if not raw_inputs:
         raise ConfigError("task.inputs", "is required: list the input streams as system.stream")
-    default_system = config.get_str("job.default.system")
     inputs = tuple(parse_system_stream("task.inputs", i, default_system, systems) for i in raw_inputs)
     if len(set(inputs)) != len(inputs):
         raise ConfigError("task.inputs", "lists a stream twice")

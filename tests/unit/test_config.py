@@ -475,7 +475,7 @@ def test_job_settings_defaults() -> None:
     settings = JobSettings.from_config(Config(MINIMAL))
     assert settings.name == "wc"
     assert settings.id == "1"
-    assert settings.default_system is None
+    assert settings.default_system == "kafka"  # the only system
     assert settings.grouper == "GroupByPartition"
     assert settings.pool_size == 0
     assert settings.checkpoint_system == "kafka"  # the only system
@@ -570,7 +570,12 @@ def test_system_factory_names(raw: str, expected: str) -> None:
         ({}, "task.inputs", "task.inputs"),
         ({"task.inputs": []}, None, "task.inputs"),
         ({"task.inputs": ["nosuch.lines"]}, None, "task.inputs"),
-        ({"task.inputs": ["lines"]}, None, "task.inputs"),  # no job.default.system
+        # A bare stream name with several systems and no job.default.system names no system.
+        (
+            {"task.inputs": ["lines"], "systems.other.samza.factory": "kafka", "task.checkpoint.system": "kafka"},
+            None,
+            "task.inputs",
+        ),
         ({"task.inputs": ["kafka."]}, None, "task.inputs"),
         ({"task.inputs": ["kafka.a", "kafka.a"]}, None, "task.inputs"),
         ({"systems.kafka.samza.factory": "rabbit"}, None, "systems.kafka.samza.factory"),
@@ -1150,3 +1155,35 @@ def test_a_stream_of_an_unknown_system_is_an_error() -> None:
         validate(_with(**{"streams.out.samza.system": "kafak", "streams.out.partitions": 4}))
     _assert_names_key(exc, "streams.out.samza.system")
     assert "'kafak'" in exc.value.problem
+
+
+def test_the_only_system_is_the_default_of_streams_changelogs_and_checkpoints() -> None:
+    # Without it, a [streams.lines] table of a job without job.default.system applied to no topic.
+    settings = validate(
+        _with(
+            **{
+                "streams.lines.partitions": 3,
+                "stores.counts.factory": "lmdb",
+                "stores.counts.changelog": "counts-log",
+                "stores.counts.key.serde": "string",
+                "stores.counts.msg.serde": "long",
+            }
+        )
+    )
+    assert settings.default_system == "kafka"
+    assert settings.stream(SystemStream("kafka", "lines")).partitions == 3
+    assert settings.stores["counts"].changelog == SystemStream("kafka", "counts-log")
+
+
+def test_a_stream_table_that_names_no_system_among_several_is_an_error() -> None:
+    with pytest.raises(ConfigError) as exc:
+        validate(
+            _with(
+                **{
+                    "systems.other.samza.factory": "kafka",
+                    "task.checkpoint.system": "kafka",
+                    "streams.lines.partitions": 3,
+                }
+            )
+        )
+    _assert_names_key(exc, "streams.lines.samza.system")
