@@ -4,8 +4,9 @@ Keys use Samza's names. ``<s>`` stands for a system name, ``<id>`` for a stream 
 store or serde name. ``check_keys`` reports a key in one of samzamp's own namespaces that matches no
 spec (a likely typo, with the closest known key), and a value of the wrong type.
 
-Passthrough namespaces are not checked key by key: ``systems.<s>.consumer.*`` and
-``systems.<s>.producer.*`` go to librdkafka, ``streams.<id>.<prop>`` without ``samza.`` and
+Passthrough namespaces are not checked key by key: ``systems.<s>.kafka.*`` (every client),
+``systems.<s>.consumer.*`` and ``systems.<s>.producer.*`` go to librdkafka (see
+``samzamp.systems.kafka.client_config``), ``streams.<id>.<prop>`` without ``samza.`` and
 ``stores.<name>.changelog.kafka.*`` are topic configs.
 """
 
@@ -149,7 +150,7 @@ KEYS: tuple[KeySpec, ...] = (
         "systems.<s>.bootstrap.servers",
         "str",
         None,
-        "Kafka brokers for both consumer and producer; none = embedded broker.",
+        "Kafka brokers of every client of the system (or kafka.bootstrap.servers); none = embedded broker.",
     ),
     # streams
     KeySpec("streams.<id>.samza.system", "str", None, "The stream's system (default job.default.system)."),
@@ -196,7 +197,7 @@ _OWNED = re.compile(
     r"|^stores\.[^.]+\."
 )
 _PASSTHROUGH = re.compile(
-    r"^systems\.[^.]+\.(consumer|producer)\.|^streams\.[^.]+\.(?!samza\.)|^stores\.[^.]+\.changelog\.kafka\."
+    r"^systems\.[^.]+\.(kafka|consumer|producer)\.|^streams\.[^.]+\.(?!samza\.)|^stores\.[^.]+\.changelog\.kafka\."
     r"|^systems\.[^.]+\.default\.stream\.(?!samza\.)"
 )
 

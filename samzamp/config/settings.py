@@ -75,7 +75,8 @@ class SystemSettings:
     default_partitions: int
     consumer: dict[str, Any]
     producer: dict[str, Any]
-    bootstrap_servers: str | None
+    bootstrap_servers: str | None  # resolved from any of _BOOTSTRAP_KEYS; None: the embedded broker
+    kafka: dict[str, Any] = field(default_factory=dict)  # systems.<s>.kafka.*: every client's settings
 
 
 @dataclass(frozen=True)
@@ -335,8 +336,36 @@ def _system(config: Config, s: str) -> SystemSettings:
         default_partitions=config.get_int(p + "default.stream.partitions", 1),
         consumer=config.subset(p + "consumer."),
         producer=config.subset(p + "producer."),
-        bootstrap_servers=config.get_str(p + "bootstrap.servers"),
+        bootstrap_servers=_bootstrap_servers(config, p),
+        kafka=config.subset(p + "kafka."),
     )
+
+
+# Where a system's brokers may be named: Samza's shorthand, the common client block, Samza's
+# per-client keys. Every client of a system reaches the one cluster they name.
+_BOOTSTRAP_KEYS = (
+    "bootstrap.servers",
+    "kafka.bootstrap.servers",
+    "consumer.bootstrap.servers",
+    "producer.bootstrap.servers",
+)
+
+
+def _bootstrap_servers(config: Config, p: str) -> str | None:
+    """The system's bootstrap.servers from whichever keys name it; keys that name other brokers are an error."""
+    for block in ("kafka.", "consumer.", "producer."):
+        if p + block + "metadata.broker.list" in config:
+            raise ConfigError(p + block + "metadata.broker.list", f"name the brokers with {p}bootstrap.servers instead")
+    found = [(p + k, v) for k in _BOOTSTRAP_KEYS if (v := config.get_str(p + k))]
+    if not found:
+        return None
+    first_key, first = found[0]
+    for key, value in found[1:]:
+        if sorted(s.strip() for s in value.split(",")) != sorted(s.strip() for s in first.split(",")):
+            raise ConfigError(
+                key, f"names other brokers than {first_key}; every client of a system reaches one cluster: keep one"
+            )
+    return first
 
 
 def _stream_id_for(config: Config, system_stream: SystemStream) -> str:
