@@ -5,9 +5,10 @@ secret can stay out of the file and off the command line (where ``ps`` shows it)
 
     systems.kafka.kafka.sasl.password = "${SAMZAMP_KAFKA_PASSWORD}"
 
-``$${`` writes a literal ``${`` (``"$${HOME}"`` is the text ``${HOME}``); a ``$`` not followed by
-``{`` is just a dollar sign. A variable that is not set is a ConfigError naming the key (never the
-value). Keys are not interpolated.
+``$${`` writes a literal ``${`` (``"$${HOME}"`` is the text ``${HOME}``; in general, in a run of
+dollars before a ``{`` each ``$$`` is one literal ``$``, so ``"$$${HOME}"`` is ``$`` and the home
+directory); a ``$`` not followed by ``{`` is just a dollar sign. A variable that is not set is a
+ConfigError naming the key (never a value). Keys are not interpolated.
 """
 
 from __future__ import annotations
@@ -20,19 +21,29 @@ from samzamp.api.errors import ConfigError
 
 __all__ = ["interpolate", "interpolate_value"]
 
-_REF = re.compile(r"\$\$\{|\$\{([^}]*)(\})?")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def interpolate_value(key: str, value: str, env: Mapping[str, str]) -> str:
-    """``value`` with every ``${NAME}`` replaced from ``env`` and every ``$${`` turned into ``${``."""
-
-    def replace(m: re.Match[str]) -> str:
-        if m.group(0) == "$${":
-            return "${"
-        name = m.group(1)
-        if m.group(2) is None:
+    """``value`` with every ``${NAME}`` replaced from ``env``; before a ``{``, ``$$`` is one literal ``$``."""
+    if "${" not in value:
+        return value
+    out: list[str] = []
+    i = 0
+    while (j := value.find("${", i)) >= 0:
+        first = j  # the run of dollars that ends in this ${
+        while first > i and value[first - 1] == "$":
+            first -= 1
+        dollars = j - first + 1
+        out.append(value[i:first] + "$" * (dollars // 2))
+        if dollars % 2 == 0:  # all escaped: a literal ${
+            out.append("{")
+            i = j + 2
+            continue
+        end = value.find("}", j + 2)
+        if end < 0:
             raise ConfigError(key, "has a ${ without its closing }; write $${ for a literal ${")
+        name = value[j + 2 : end]
         if not _NAME.fullmatch(name):
             raise ConfigError(
                 key,
@@ -44,9 +55,10 @@ def interpolate_value(key: str, value: str, env: Mapping[str, str]) -> str:
                 key,
                 f"refers to environment variable {name}, which is not set; set it (or write $${{ for a literal ${{)",
             )
-        return found
-
-    return _REF.sub(replace, value) if "${" in value else value
+        out.append(found)
+        i = end + 1
+    out.append(value[i:])
+    return "".join(out)
 
 
 def interpolate(values: Mapping[str, Any], env: Mapping[str, str]) -> dict[str, Any]:

@@ -73,10 +73,11 @@ class SystemSettings:
     reset_offset: bool
     replication_factor: int
     default_partitions: int
-    consumer: dict[str, Any]
-    producer: dict[str, Any]
+    # librdkafka settings, left out of the repr because they may hold secrets (sasl.password).
+    consumer: dict[str, Any] = field(repr=False)
+    producer: dict[str, Any] = field(repr=False)
     bootstrap_servers: str | None  # resolved from any of _BOOTSTRAP_KEYS; None: the embedded broker
-    kafka: dict[str, Any] = field(default_factory=dict)  # systems.<s>.kafka.*: every client's settings
+    kafka: dict[str, Any] = field(default_factory=dict, repr=False)  # systems.<s>.kafka.*: every client's
 
 
 @dataclass(frozen=True)
