@@ -335,11 +335,20 @@ def _system(config: Config, s: str) -> SystemSettings:
         reset_offset=config.get_bool(p + "default.stream.samza.reset.offset", False),
         replication_factor=config.get_int(p + "default.stream.replication.factor", 1),
         default_partitions=config.get_int(p + "default.stream.partitions", 1),
-        consumer=config.subset(p + "consumer."),
-        producer=config.subset(p + "producer."),
+        consumer=_client_block(config, p + "consumer."),
+        producer=_client_block(config, p + "producer."),
         bootstrap_servers=_bootstrap_servers(config, p),
-        kafka=config.subset(p + "kafka."),
+        kafka=_client_block(config, p + "kafka."),
     )
+
+
+def _client_block(config: Config, prefix: str) -> dict[str, Any]:
+    """librdkafka settings under ``prefix``: each a string, number or boolean."""
+    block = config.subset(prefix)
+    for k, v in block.items():
+        if isinstance(v, (list, dict)):
+            raise ConfigError(prefix + k, "must be a string, number or boolean (it is a librdkafka setting)")
+    return block
 
 
 # Where a system's brokers may be named: Samza's shorthand, the common client block, Samza's

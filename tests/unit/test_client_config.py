@@ -117,11 +117,11 @@ def test_the_common_block_is_a_passthrough_namespace() -> None:
     check_keys(Config({**BASE, "systems.kafka.kafka.sasl.mechanism": "PLAIN", "systems.kafka.kafka.whatever": 1}))
 
 
-def test_a_list_value_is_a_config_error_naming_the_key() -> None:
-    clients = _clients(**{"systems.kafka.kafka.ssl.ca.location": ["a", "b"]})
+@pytest.mark.parametrize("block", ["kafka", "consumer", "producer"])
+def test_a_list_value_is_a_config_error_naming_the_key(block: str) -> None:
     with pytest.raises(ConfigError) as e:
-        client_config(clients, "admin")
-    assert e.value.key == "systems.kafka.kafka.ssl.ca.location"
+        validate(Config({**BASE, f"systems.kafka.{block}.ssl.ca.location": ["a", "b"]}))
+    assert e.value.key == f"systems.kafka.{block}.ssl.ca.location"
 
 
 def test_a_replaced_user_value_is_logged_once(caplog: pytest.LogCaptureFixture) -> None:

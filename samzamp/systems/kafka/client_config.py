@@ -25,7 +25,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from samzamp.api.errors import ConfigError
 from samzamp.config.config import redacted
 
 if TYPE_CHECKING:
@@ -111,11 +110,8 @@ def client_config(
         for k, v in values.items():
             if k == "bootstrap.servers":
                 continue  # resolved once per system: settings.bootstrap
-            key = f"systems.{settings.system}.{block}.{k}"
-            if isinstance(v, (list, dict)) or v is None:
-                raise ConfigError(key, "must be a string, number or boolean (it is a librdkafka setting)")
             conf[k] = v
-            user[k] = key
+            user[k] = f"systems.{settings.system}.{block}.{k}"
     for k, v in (owned or {}).items():
         if k in user and _text(conf[k]) != _text(v) and (user[k], kind, k) not in _warned:
             _warned.add((user[k], kind, k))
