@@ -246,7 +246,7 @@ KEYS: tuple[KeySpec, ...] = (
         "systems.<s>.bootstrap.servers",
         "str",
         None,
-        "Kafka brokers for both consumer and producer; none = embedded broker.",
+        "Kafka brokers of every client of the system (or kafka.bootstrap.servers); none = embedded broker.",
     ),
     # streams
     KeySpec("streams.<id>.samza.system", "str", None, "The stream's system (default job.default.system)."),

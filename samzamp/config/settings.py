@@ -75,9 +75,11 @@ class SystemSettings:
     reset_offset: bool
     replication_factor: int
     default_partitions: int
-    consumer: dict[str, Any]
-    producer: dict[str, Any]
-    bootstrap_servers: str | None
+    # librdkafka settings, left out of the repr because they may hold secrets (sasl.password).
+    consumer: dict[str, Any] = field(repr=False)
+    producer: dict[str, Any] = field(repr=False)
+    bootstrap_servers: str | None  # resolved from any of _BOOTSTRAP_KEYS; None: the embedded broker
+    kafka: dict[str, Any] = field(default_factory=dict, repr=False)  # systems.<s>.kafka.*: every client's
 
 
 @dataclass(frozen=True)
@@ -401,10 +403,47 @@ def _system(config: Config, s: str) -> SystemSettings:
         reset_offset=config.get_bool(p + "default.stream.samza.reset.offset", False),
         replication_factor=config.get_int(p + "default.stream.replication.factor", 1),
         default_partitions=config.get_int(p + "default.stream.partitions", 1),
-        consumer=config.subset(p + "consumer."),
-        producer=config.subset(p + "producer."),
-        bootstrap_servers=config.get_str(p + "bootstrap.servers"),
+        consumer=_client_block(config, p + "consumer."),
+        producer=_client_block(config, p + "producer."),
+        bootstrap_servers=_bootstrap_servers(config, p),
+        kafka=_client_block(config, p + "kafka."),
     )
+
+
+def _client_block(config: Config, prefix: str) -> dict[str, Any]:
+    """librdkafka settings under ``prefix``: each a string, number or boolean."""
+    block = config.subset(prefix)
+    for k, v in block.items():
+        if isinstance(v, (list, dict)):
+            raise ConfigError(prefix + k, "must be a string, number or boolean (it is a librdkafka setting)")
+    return block
+
+
+# Where a system's brokers may be named: Samza's shorthand, the common client block, Samza's
+# per-client keys. Every client of a system reaches the one cluster they name.
+_BOOTSTRAP_KEYS = (
+    "bootstrap.servers",
+    "kafka.bootstrap.servers",
+    "consumer.bootstrap.servers",
+    "producer.bootstrap.servers",
+)
+
+
+def _bootstrap_servers(config: Config, p: str) -> str | None:
+    """The system's bootstrap.servers from whichever keys name it; keys that name other brokers are an error."""
+    for block in ("kafka.", "consumer.", "producer."):
+        if p + block + "metadata.broker.list" in config:
+            raise ConfigError(p + block + "metadata.broker.list", f"name the brokers with {p}bootstrap.servers instead")
+    found = [(p + k, v) for k in _BOOTSTRAP_KEYS if (v := config.get_str(p + k))]
+    if not found:
+        return None
+    first_key, first = found[0]
+    for key, value in found[1:]:
+        if sorted(s.strip() for s in value.split(",")) != sorted(s.strip() for s in first.split(",")):
+            raise ConfigError(
+                key, f"names other brokers than {first_key}; every client of a system reaches one cluster: keep one"
+            )
+    return first
 
 
 def _stream_id_for(config: Config, system_stream: SystemStream) -> str:
