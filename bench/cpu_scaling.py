@@ -34,7 +34,7 @@ how much of the machine stayed idle, over its slices; the per-cycle ratios, whos
 left. ``--repeat`` starts fresh containers each round and reports medians. With BENCH_THREADS=1, each
 thread's share of the slices; with BENCH_LOG_DIR, the container logs are kept there.
 
-Target (issue 3): pool size 2 at least 1.7x pool size 1 on a 2-core machine (goal 1.9x). The broker, the
+Target: pool size 2 at least 1.7x pool size 1 on a 2-core machine (goal 1.9x). The broker, the
 container's loop and its workers all share the machine's cores.
 
     .venv/bin/python bench/cpu_scaling.py [--messages N] [--repeat R] [--pools 1,2] [--slice S]

@@ -1,4 +1,4 @@
-"""The key-value store interface a task reads and writes (implemented by LMDB stores, issue 4)."""
+"""The key-value store interface a task reads and writes (implemented by the LMDB stores in samzamp.storage)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,12 @@ class Entry(Protocol):
 
 
 class KeyValueIterator(Protocol):
-    """An iterator over entries in key order. Close it (or use ``with``) when done."""
+    """A one-pass iterator over (key, value) entries in key order, streamed (bounded memory).
+
+    It sees the store as it was when ``range``/``all`` returned it; the task may write to the store
+    meanwhile (those writes are not seen by it). Close it (or use ``with``) before process() or
+    window() returns: an open iterator holds a read snapshot of the store; closing twice is fine,
+    using it after close raises ValueError."""
 
     def __iter__(self) -> Iterator[tuple[Any, Any]]: ...
 

@@ -75,16 +75,16 @@ def _open_store(settings: JobSettings) -> CoordinatorStreamStore:
         raise ConfigError(
             "job.coordinator.system", f"system {system!r} is in-memory; samzamp-drain reaches only Kafka systems"
         )
-    servers = s.bootstrap_servers or s.consumer.get("bootstrap.servers") or s.producer.get("bootstrap.servers")
-    if not servers:
+    if not s.bootstrap_servers:
         raise ConfigError(
             f"systems.{system}.bootstrap.servers",
             "is not set: samzamp-drain must reach the job's broker (an embedded broker is private to its container)",
         )
-    from samzamp.systems.kafka import KafkaSystemAdmin, KafkaSystemProducer
+    from samzamp.systems.kafka import KafkaClientSettings, KafkaSystemAdmin, KafkaSystemProducer
 
-    admin = KafkaSystemAdmin(system, str(servers))
-    producer = KafkaSystemProducer(system, str(servers), s.producer)
+    clients = KafkaClientSettings.of(settings.name, settings.id, s, s.bootstrap_servers, "drain")
+    admin = KafkaSystemAdmin(clients)
+    producer = KafkaSystemProducer(clients)
     return CoordinatorStreamStore(admin, producer, settings.coordinator_topic, settings.coordinator_replication_factor)
 
 

@@ -28,6 +28,7 @@ class TaskCollector(MessageCollector):
     __slots__ = (
         "_dropped",
         "_drop_errors",
+        "_fallback_system",
         "_producers",
         "_send_calls",
         "_routes",
@@ -44,8 +45,13 @@ class TaskCollector(MessageCollector):
         drop_serialization_errors: bool,
         send_calls: Counter,
         dropped: Counter,
+        *,
+        fallback_system: str | None = None,
     ) -> None:
+        """``fallback_system``: where a send to a system that is not configured goes, as if it named
+        this system (``samzamp.testing.TestRunner`` only; None: such a send fails the task)."""
         self.task_name = task_name
+        self._fallback_system = fallback_system
         self.producers_used: set[Flushable] = set()
         self._producers = producers
         self._serdes_of = serdes_of
@@ -55,18 +61,24 @@ class TaskCollector(MessageCollector):
         self._dropped = dropped
 
     def _route(self, ss: SystemStream) -> tuple[Encode, Encode, SendFn, KeyedSend | None]:
+        target = ss
+        if ss.system not in self._producers and self._fallback_system is not None:
+            target = SystemStream(self._fallback_system, ss.stream)
+            log.info(
+                "task %r sent to %s: system %r is not configured; it goes to %s", self.task_name, ss, ss.system, target
+            )
         try:
-            producer = self._producers[ss.system]
+            producer = self._producers[target.system]
         except KeyError:
             raise SystemFailureError(
                 f"task {self.task_name!r} sent to {ss}, but system {ss.system!r} is not configured (add systems.{ss.system}.samza.factory)"
             ) from None
-        key_serde, msg_serde = self._serdes_of(ss)
+        key_serde, msg_serde = self._serdes_of(target)
         route = self._routes[ss] = (
             _encoder(key_serde),
             _encoder(msg_serde),
             producer.send,
-            producer.keyed_sender(ss.stream),
+            producer.keyed_sender(target.stream),
         )
         self.producers_used.add(producer)
         return route

@@ -43,7 +43,7 @@ class CheckpointV1(msgspec.Struct, frozen=True, tag="1", tag_field="version"):
     checkpoint_id: str
     task_name: str
     input_offsets: list[SSPOffset]
-    # store name -> changelog marker (issue 4: the newest changelog offset at this checkpoint)
+    # store name -> changelog marker: the newest changelog offset this checkpoint covers
     state_markers: dict[str, str] = {}
 
     def offsets(self) -> dict[SystemStreamPartition, int]:

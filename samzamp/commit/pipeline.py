@@ -5,7 +5,7 @@ Invariant: everything a checkpoint covers is durable before the checkpoint is wr
 1. ``before_commit``: the task's CheckpointListenerTask hook (may write to stores);
 2. ``snapshot_offsets``: the last processed offsets (the low watermark of completed messages);
 3. ``flush_producers``: wait until every output and changelog record the task sent is acknowledged;
-4. ``flush_stores``: flush the task's stores and read their newest changelog offsets (issue 4);
+4. ``flush_stores``: flush the task's stores and read their newest changelog offsets;
 5. ``write_checkpoint``: the checkpoint record, acknowledged by the broker;
 6. ``on_checkpoint``: tell the task.
 

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import Any
+
+import msgspec
 
 from samzamp.api.envelope import SystemStreamPartition
-from samzamp.api.errors import CheckpointError
+from samzamp.api.errors import CheckpointError, ConfigError
 from samzamp.commit.checkpoint import (
     Checkpoint,
     CheckpointKey,
@@ -25,9 +28,26 @@ from samzamp.commit.checkpoint import (
 )
 from samzamp.systems.base import SystemAdmin, SystemProducer
 
-__all__ = ["TopicCheckpointManager"]
+__all__ = ["TopicCheckpointManager", "samza_checkpoint_task"]
 
 log = logging.getLogger(__name__)
+
+# The fields of Samza's checkpoint key (KafkaCheckpointLogKeySerde), any of which marks a record as Samza's.
+_SAMZA_KEY_FIELDS = ("taskName", "systemstreampartition-grouper-factory")
+_json_object = msgspec.json.Decoder(dict[str, Any])
+
+
+def samza_checkpoint_task(key: bytes | None) -> str | None:
+    """The task name of a checkpoint key written by Apache Samza, or None for any other key."""
+    if key is None:
+        return None
+    try:
+        fields = _json_object.decode(key)
+    except msgspec.DecodeError:
+        return None
+    if not any(f in fields for f in _SAMZA_KEY_FIELDS):
+        return None
+    return str(fields.get("taskName", "?"))
 
 
 class TopicCheckpointManager:
@@ -62,13 +82,23 @@ class TopicCheckpointManager:
         )
 
     def read_last_checkpoints(self) -> dict[str, Checkpoint]:
-        """The newest checkpoint of every task in the topic."""
+        """The newest checkpoint of every task in the topic.
+
+        A topic that holds Apache Samza's checkpoints and none of samzamp's raises ConfigError: the
+        job was moved from Samza under the same job.name and job.id, and starting would silently
+        drop every offset Samza committed. Any other record samzamp cannot read is skipped, and said.
+        """
         latest: dict[str, Checkpoint] = {}
+        samza_tasks: set[str] = set()
+        foreign = 0
         for _offset, key_bytes, value, _ts in self._admin.read_all(self.topic, 0):
-            if key_bytes is None:
-                continue
-            key = decode_key(key_bytes)
+            key = decode_key(key_bytes) if key_bytes is not None else None
             if key is None:
+                samza_task = samza_checkpoint_task(key_bytes)
+                if samza_task is not None:
+                    samza_tasks.add(samza_task)
+                else:
+                    foreign += 1
                 continue
             if key.grouper != self._grouper and self._validate:
                 raise CheckpointError(
@@ -79,6 +109,24 @@ class TopicCheckpointManager:
                 latest.pop(key.task_name, None)  # a tombstone deletes the task's checkpoint
                 continue
             latest[key.task_name] = decode_checkpoint(key.task_name, value)
+        if samza_tasks and not latest:
+            raise ConfigError(
+                "job.id",
+                f"checkpoint topic {self.topic} holds Apache Samza's checkpoints ({len(samza_tasks)} task(s), e.g. "
+                f"{min(samza_tasks)!r}), which samzamp cannot read: starting would ignore them and begin at "
+                "samza.offset.default. Give the job another job.id (a new checkpoint topic), or delete the topic "
+                "to start over",
+            )
+        if samza_tasks:
+            log.warning(
+                "checkpoint topic %s: ignoring Apache Samza's checkpoints of %d task(s) beside samzamp's own",
+                self.topic,
+                len(samza_tasks),
+            )
+        if foreign:
+            log.warning(
+                "checkpoint topic %s: skipped %d record(s) that are not samzamp checkpoints", self.topic, foreign
+            )
         return latest
 
     def write_checkpoint(

@@ -2,12 +2,23 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 from samzamp.api.errors import ConfigError
 
-__all__ = ["Config"]
+__all__ = ["Config", "redacted"]
+
+# Keys whose values are secrets: librdkafka's sensitive properties (it prints them as [redacted]
+# too) and anything named like a password or a secret, in samzamp's keys and the task's own.
+_SECRET_KEY = re.compile(r"password|secret|jaas|oauthbearer\.config|ssl\.key\.pem|ssl_key|sasl\.username", re.I)
+
+
+def redacted(values: Mapping[str, Any]) -> dict[str, Any]:
+    """``values`` fit for a log or an error message: each secret's value replaced by ``[redacted]``."""
+    return {k: "[redacted]" if _SECRET_KEY.search(k) else v for k, v in values.items()}
+
 
 _TRUE = {"true", "yes", "on", "1"}
 _FALSE = {"false", "no", "off", "0"}
@@ -31,7 +42,7 @@ class Config(Mapping[str, Any]):
         return len(self._values)
 
     def __repr__(self) -> str:
-        return f"Config({self._values!r})"
+        return f"Config({redacted(self._values)!r})"
 
     def subset(self, prefix: str) -> dict[str, Any]:
         """Keys under ``prefix`` (which should end with a dot), with the prefix stripped."""

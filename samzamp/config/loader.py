@@ -2,11 +2,13 @@
 
 ``[job] container.thread.pool.size = 2`` and ``job.container.thread.pool.size = 2`` are the same key.
 Values keep their TOML types (int, bool, str, list); overrides from the command line are strings and
-are coerced by the typed getters of ``Config``.
+are coerced by the typed getters of ``Config``. ``${NAME}`` in a string value (file or override) is
+replaced by the environment variable NAME (see ``samzamp.config.interpolate``).
 """
 
 from __future__ import annotations
 
+import os
 import tomllib
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -14,6 +16,7 @@ from typing import Any
 
 from samzamp.api.errors import ConfigError
 from samzamp.config.config import Config
+from samzamp.config.interpolate import interpolate
 
 __all__ = ["flatten", "load_config", "parse_overrides"]
 
@@ -43,8 +46,11 @@ def parse_overrides(pairs: Iterable[str]) -> dict[str, str]:
     return out
 
 
-def load_config(path: str | Path | None, overrides: Mapping[str, Any] | None = None) -> Config:
-    """Load ``path`` (TOML), flatten it and apply ``overrides``. Does not validate (see ``validate``)."""
+def load_config(
+    path: str | Path | None, overrides: Mapping[str, Any] | None = None, env: Mapping[str, str] | None = None
+) -> Config:
+    """Load ``path`` (TOML), flatten it, apply ``overrides`` and replace ``${NAME}`` in values from ``env``
+    (default: the process's environment). Does not validate (see ``validate``)."""
     values: dict[str, Any] = {}
     if path is not None:
         p = Path(path)
@@ -57,4 +63,4 @@ def load_config(path: str | Path | None, overrides: Mapping[str, Any] | None = N
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
             raise ConfigError(str(p), f"not valid TOML: {e}") from None
     values.update(overrides or {})
-    return Config(values)
+    return Config(interpolate(values, os.environ if env is None else env))

@@ -12,6 +12,8 @@ from typing import Any
 from samzamp.api.envelope import SystemStream
 from samzamp.api.errors import ConfigError
 from samzamp.config.config import Config
+from samzamp.config.keys import ConfigWarning
+from samzamp.config.samza_keys import GLOBAL_STORE_KEYS
 
 __all__ = [
     "JobSettings",
@@ -58,6 +60,7 @@ class TaskSettings:
     ignored_exceptions: tuple[str, ...]
     fetch_threshold: int
     consumer_batch_size: int
+    window_on_end_of_stream: bool = False
 
 
 @dataclass(frozen=True)
@@ -72,9 +75,11 @@ class SystemSettings:
     reset_offset: bool
     replication_factor: int
     default_partitions: int
-    consumer: dict[str, Any]
-    producer: dict[str, Any]
-    bootstrap_servers: str | None
+    # librdkafka settings, left out of the repr because they may hold secrets (sasl.password).
+    consumer: dict[str, Any] = field(repr=False)
+    producer: dict[str, Any] = field(repr=False)
+    bootstrap_servers: str | None  # resolved from any of _BOOTSTRAP_KEYS; None: the embedded broker
+    kafka: dict[str, Any] = field(default_factory=dict, repr=False)  # systems.<s>.kafka.*: every client's
 
 
 @dataclass(frozen=True)
@@ -137,11 +142,14 @@ class JobSettings:
     run_id: str | None = None  # app.run.id: None means generated (or continued) at start
     drain_monitor_enabled: bool = True
     drain_monitor_poll_ms: int = 10000
+    warnings: tuple[ConfigWarning, ...] = ()  # accepted keys worth a word, logged once at start
 
     @classmethod
     def from_config(cls, config: Config) -> JobSettings:
-        name = config.require_str("job.name", 'name the job, e.g. job.name = "word-count"')
-        job_id = config.get_str("job.id", "1") or "1"
+        name = _job_name_or_id(config, "name") or config.require_str(
+            "job.name", 'name the job, e.g. job.name = "word-count"'
+        )
+        job_id = _job_name_or_id(config, "id") or "1"
         default_system = config.get_str("job.default.system")
         systems = {s: _system(config, s) for s in _system_names(config)}
         if default_system is not None and default_system not in systems:
@@ -149,6 +157,9 @@ class JobSettings:
                 "job.default.system",
                 f"names system {default_system!r}, but there is no systems.{default_system}.samza.factory",
             )
+        if default_system is None and len(systems) == 1:
+            # The only system is the one every stream, changelog and checkpoint that names none is on.
+            default_system = next(iter(systems))
 
         grouper_raw = config.get_str("job.systemstreampartition.grouper.factory", "GroupByPartition") or ""
         grouper = _GROUPERS.get(grouper_raw)
@@ -182,12 +193,9 @@ class JobSettings:
 
         checkpoint_system = config.get_str("task.checkpoint.system") or default_system
         if checkpoint_system is None:
-            if len(systems) == 1:
-                checkpoint_system = next(iter(systems))
-            else:
-                raise ConfigError(
-                    "task.checkpoint.system", "is required when there is no job.default.system and more than one system"
-                )
+            raise ConfigError(
+                "task.checkpoint.system", "is required when there is no job.default.system and more than one system"
+            )
         if checkpoint_system not in systems:
             raise ConfigError(
                 "task.checkpoint.system",
@@ -200,13 +208,26 @@ class JobSettings:
                 "job.coordinator.system",
                 f"names system {coordinator_system!r}, which has no systems.{coordinator_system}.samza.factory",
             )
+        for key in sorted(k for k in config if k.startswith("streams.") and k.endswith(".samza.system")):
+            # A stream of an unknown system would never be created nor found: refuse the name.
+            named = config.get_str(key)
+            if named not in systems:
+                raise ConfigError(key, f"names system {named!r}, which has no systems.{named}.samza.factory")
+        if default_system is None:
+            for sid in sorted({k.split(".")[1] for k in config if k.startswith("streams.") and k.count(".") >= 2}):
+                # Its settings would apply to no topic: samzamp would neither create it nor find it.
+                if config.get_str(f"streams.{sid}.samza.system") is None:
+                    raise ConfigError(
+                        f"streams.{sid}.samza.system",
+                        "is required: the job has several systems and no job.default.system",
+                    )
 
         serializers = {
-            key[len("serializers.registry.") : -len(".class")]: str(config[key])
+            key[len("serializers.registry.") : -len(".class")]: _serde_path(key, str(config[key]))
             for key in config
             if key.startswith("serializers.registry.") and key.endswith(".class")
         }
-        task = _task(config, systems)
+        task = _task(config, systems, default_system)
         return cls(
             config=config,
             name=name,
@@ -223,7 +244,7 @@ class JobSettings:
             checkpoint_validation=config.get_bool("job.checkpoint.validation.enabled", True),
             metrics_log_interval_ms=config.get_int("metrics.log.interval.ms", 60000),
             task=task,
-            stores=_stores(config, systems),
+            stores=_stores(config, systems, default_system),
             logged_store_base_dir=config.get_str("job.logged.store.base.dir") or "state",
             non_logged_store_base_dir=config.get_str("job.non-logged.store.base.dir") or "state",
             transactional_restore=config.get_bool("task.transactional.state.restore.enabled", True),
@@ -240,6 +261,43 @@ class JobSettings:
     def stream(self, system_stream: SystemStream) -> StreamSettings:
         """Settings of the stream at ``system_stream`` (system + physical name)."""
         return _stream(self.config, self.systems, system_stream)
+
+
+def _job_name_or_id(config: Config, what: str) -> str | None:
+    """job.<what>, else app.<what> (Samza's planner sets the job's from the app's); the two must agree."""
+    job = config.get_str(f"job.{what}")
+    app = config.get_str(f"app.{what}")
+    if job and app and job != app:
+        raise ConfigError(
+            f"app.{what}",
+            f"is {app!r} but job.{what} is {job!r}; Samza names the job after app.{what}, so set only one of them",
+        )
+    return job or app or None
+
+
+# Samza's built-in serde factories and the samzamp serdes that read and write the same bytes.
+_SAMZA_SERDES = {
+    "org.apache.samza.serializers.JsonSerdeFactory": "samzamp.serde.registry:JsonSerde",
+    "org.apache.samza.serializers.JsonSerdeV2Factory": "samzamp.serde.registry:JsonSerde",
+    "org.apache.samza.serializers.StringSerdeFactory": "samzamp.serde.registry:StringSerde",
+    "org.apache.samza.serializers.LongSerdeFactory": "samzamp.serde.registry:LongSerde",
+    "org.apache.samza.serializers.IntegerSerdeFactory": "samzamp.serde.registry:IntegerSerde",
+    "org.apache.samza.serializers.ByteSerdeFactory": "samzamp.serde.registry:BytesSerde",
+    "org.apache.samza.serializers.ByteBufferSerdeFactory": "samzamp.serde.registry:BytesSerde",
+}
+
+
+def _serde_path(key: str, value: str) -> str:
+    path = _SAMZA_SERDES.get(value.strip())
+    if path is not None:
+        return path
+    if value.startswith(("org.apache.samza.", "com.linkedin.")):
+        raise ConfigError(
+            key,
+            f"{value!r} is a Java serde factory; samzamp cannot run Java: use a built-in serde (bytes, string, "
+            "json, msgpack, integer, long) or a Python one as module:Class",
+        )
+    return value
 
 
 def _system_names(config: Config) -> list[str]:
@@ -266,15 +324,28 @@ class StoreSettings:
     sync: bool
 
 
-def _stores(config: Config, systems: dict[str, SystemSettings]) -> dict[str, StoreSettings]:
+def _stores(config: Config, systems: dict[str, SystemSettings], default_system: str | None) -> dict[str, StoreSettings]:
+    # Every stores.<name>.* key makes a store: one without a factory is an error, never ignored.
     names = sorted(
-        k.split(".")[1] for k in config if k.startswith("stores.") and k.endswith(".factory") and k.count(".") == 2
+        {
+            k.split(".")[1]
+            for k in config
+            if k.startswith("stores.") and k.count(".") >= 2 and k not in GLOBAL_STORE_KEYS
+        }
     )
     out: dict[str, StoreSettings] = {}
     for name in names:
         p = f"stores.{name}."
-        factory = config.require_str(p + "factory", "the store's engine: lmdb")
+        factory = config.require_str(
+            p + "factory", f'store {name!r} is configured but has no engine; set stores.{name}.factory = "lmdb"'
+        )
         if factory != "lmdb":
+            if "RocksDb" in factory or "rocksdb" in factory.lower():
+                raise ConfigError(
+                    p + "factory",
+                    f"{factory!r} is Samza's RocksDB engine; samzamp's engine is LMDB: set it to lmdb (size it with "
+                    f"stores.{name}.lmdb.map.size; its changelog and serdes stay as they are)",
+                )
             raise ConfigError(p + "factory", f"unknown store engine {factory!r}; use lmdb")
         key_serde = config.require_str(p + "key.serde", "a serde name, e.g. string")
         msg_serde = config.require_str(p + "msg.serde", "a serde name, e.g. json")
@@ -283,7 +354,7 @@ def _stores(config: Config, systems: dict[str, SystemSettings]) -> dict[str, Sto
         if raw:
             system, dot, stream = raw.partition(".")
             if not dot:
-                cl_system = config.get_str("job.changelog.system") or config.get_str("job.default.system")
+                cl_system = config.get_str("job.changelog.system") or default_system
                 if cl_system is None:
                     raise ConfigError(
                         p + "changelog", f"{raw!r} names no system: write system.stream, or set job.changelog.system"
@@ -332,10 +403,47 @@ def _system(config: Config, s: str) -> SystemSettings:
         reset_offset=config.get_bool(p + "default.stream.samza.reset.offset", False),
         replication_factor=config.get_int(p + "default.stream.replication.factor", 1),
         default_partitions=config.get_int(p + "default.stream.partitions", 1),
-        consumer=config.subset(p + "consumer."),
-        producer=config.subset(p + "producer."),
-        bootstrap_servers=config.get_str(p + "bootstrap.servers"),
+        consumer=_client_block(config, p + "consumer."),
+        producer=_client_block(config, p + "producer."),
+        bootstrap_servers=_bootstrap_servers(config, p),
+        kafka=_client_block(config, p + "kafka."),
     )
+
+
+def _client_block(config: Config, prefix: str) -> dict[str, Any]:
+    """librdkafka settings under ``prefix``: each a string, number or boolean."""
+    block = config.subset(prefix)
+    for k, v in block.items():
+        if isinstance(v, (list, dict)):
+            raise ConfigError(prefix + k, "must be a string, number or boolean (it is a librdkafka setting)")
+    return block
+
+
+# Where a system's brokers may be named: Samza's shorthand, the common client block, Samza's
+# per-client keys. Every client of a system reaches the one cluster they name.
+_BOOTSTRAP_KEYS = (
+    "bootstrap.servers",
+    "kafka.bootstrap.servers",
+    "consumer.bootstrap.servers",
+    "producer.bootstrap.servers",
+)
+
+
+def _bootstrap_servers(config: Config, p: str) -> str | None:
+    """The system's bootstrap.servers from whichever keys name it; keys that name other brokers are an error."""
+    for block in ("kafka.", "consumer.", "producer."):
+        if p + block + "metadata.broker.list" in config:
+            raise ConfigError(p + block + "metadata.broker.list", f"name the brokers with {p}bootstrap.servers instead")
+    found = [(p + k, v) for k in _BOOTSTRAP_KEYS if (v := config.get_str(p + k))]
+    if not found:
+        return None
+    first_key, first = found[0]
+    for key, value in found[1:]:
+        if sorted(s.strip() for s in value.split(",")) != sorted(s.strip() for s in first.split(",")):
+            raise ConfigError(
+                key, f"names other brokers than {first_key}; every client of a system reaches one cluster: keep one"
+            )
+    return first
 
 
 def _stream_id_for(config: Config, system_stream: SystemStream) -> str:
@@ -353,7 +461,13 @@ def _stream(config: Config, systems: dict[str, SystemSettings], ss: SystemStream
     sid = _stream_id_for(config, ss)
     p = f"streams.{sid}."
     system = systems[ss.system]
-    topic_configs = {k: str(v) for k, v in config.subset(p).items() if not k.startswith("samza.") and k != "partitions"}
+    # Samza's precedence: the stream's own topic configs over its system's default.stream.* ones.
+    defaults = config.subset(f"systems.{ss.system}.default.stream.")
+    topic_configs = {
+        k: str(v)
+        for k, v in (defaults | config.subset(p)).items()
+        if not k.startswith("samza.") and k not in ("partitions", "replication.factor")
+    }
     partitions = config.get_int(p + "partitions", 0) or None
     for flag in ("bootstrap", "broadcast"):
         if config.get_bool(f"{p}samza.{flag}", False):
@@ -389,12 +503,11 @@ def parse_system_stream(
     return SystemStream(system, stream)
 
 
-def _task(config: Config, systems: dict[str, SystemSettings]) -> TaskSettings:
+def _task(config: Config, systems: dict[str, SystemSettings], default_system: str | None) -> TaskSettings:
     task_class = config.require_str("task.class", "the task class as module:Class")
     raw_inputs = config.get_list("task.inputs")
     if not raw_inputs:
         raise ConfigError("task.inputs", "is required: list the input streams as system.stream")
-    default_system = config.get_str("job.default.system")
     inputs = tuple(parse_system_stream("task.inputs", i, default_system, systems) for i in raw_inputs)
     if len(set(inputs)) != len(inputs):
         raise ConfigError("task.inputs", "lists a stream twice")
@@ -417,4 +530,5 @@ def _task(config: Config, systems: dict[str, SystemSettings]) -> TaskSettings:
         ignored_exceptions=tuple(config.get_list("task.ignored.exceptions")),
         fetch_threshold=config.get_int("task.fetch.threshold", 50000),
         consumer_batch_size=config.get_int("task.consumer.batch.size", 64),
+        window_on_end_of_stream=config.get_bool("task.window.on.end.of.stream", False),
     )

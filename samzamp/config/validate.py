@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 
 from samzamp.api.errors import ConfigError
 from samzamp.api.task import AsyncStreamTask, StreamTask
 from samzamp.config.config import Config
-from samzamp.config.schema import check_keys
+from samzamp.config.schema import check_keys, spec_for
 from samzamp.config.settings import JobSettings
 from samzamp.serde.registry import SerdeRegistry, load_object
 
@@ -28,14 +29,16 @@ def load_task_class(path: str) -> type:
 
 
 def validate(config: Config) -> JobSettings:
-    """Check every key (names, types, cross-references, serdes, the task class); return the typed view."""
-    check_keys(config)
-    settings = JobSettings.from_config(config)
+    """Check every key (names, types, cross-references, serdes, the task class); return the typed view.
+
+    Keys that are accepted but worth a word are in ``settings.warnings`` (the container logs them).
+    """
+    warnings = check_keys(config)
+    settings = dataclasses.replace(JobSettings.from_config(config), warnings=tuple(warnings))
     serdes = SerdeRegistry(settings.serializers)
     for key in config:
-        if key.endswith((".samza.key.serde", ".samza.msg.serde")) or (
-            key.startswith("stores.") and key.endswith(".serde")
-        ):
+        spec = spec_for(key)  # a task's own key that happens to end in .serde is not a serde
+        if spec is not None and spec.pattern.endswith(".serde"):
             serdes.get(str(config[key]), key)
     for ss in settings.task.inputs:
         stream = settings.stream(ss)

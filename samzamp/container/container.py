@@ -52,6 +52,7 @@ from samzamp.systems.inmemory.system import (
 
 if TYPE_CHECKING:
     from samzamp.systems.kafka.changelog import ChangelogProducer
+    from samzamp.systems.kafka.client_config import KafkaClientSettings
 
 __all__ = ["SamzaContainer"]
 
@@ -67,9 +68,13 @@ class SamzaContainer:
         inmemory: dict[str, InMemoryStreams] | None = None,
         *,
         freeze_gc_after_start: bool = False,
+        unconfigured_sends_to: str | None = None,
     ) -> None:
-        """``freeze_gc_after_start``: the caller owns the process (the CLI); see ``freeze_start_up``."""
+        """``freeze_gc_after_start``: the caller owns the process (the CLI); see ``freeze_start_up``.
+        ``unconfigured_sends_to``: a system that takes sends to systems the config does not name
+        (``samzamp.testing.TestRunner``; None, as in production: such a send fails the task)."""
         self.settings = settings
+        self._unconfigured_sends_to = unconfigured_sends_to
         self._freeze_gc = freeze_gc_after_start
         self.metrics = MetricsRegistry()
         self.inmemory = inmemory if inmemory is not None else {}
@@ -88,15 +93,14 @@ class SamzaContainer:
         self.run_record: RunRecord | None = None
         self.drain_monitor: DrainMonitor | None = None
         self.drained = False  # the run ended with a drain
-        self._bootstrap: dict[str, str] = {}
+        self._kafka: dict[str, KafkaClientSettings] = {}  # every client of a Kafka system starts here
         self._serdes_of = StreamSerdes(settings)
 
     # -- systems --------------------------------------------------------------------------------
     def _kafka_bootstrap(self, system: str) -> str:
-        s = self.settings.systems[system]
-        servers = s.bootstrap_servers or s.consumer.get("bootstrap.servers") or s.producer.get("bootstrap.servers")
+        servers = self.settings.systems[system].bootstrap_servers
         if servers:
-            return str(servers)
+            return servers
         if self.embedded_broker is None:
             from samzamp.systems.kafka.embedded import EmbeddedBroker
 
@@ -113,14 +117,16 @@ class SamzaContainer:
     def _start_systems(self) -> None:
         for name, s in self.settings.systems.items():
             if s.factory == "kafka":
-                from samzamp.systems.kafka import KafkaSystemAdmin, KafkaSystemProducer
+                from samzamp.systems.kafka import KafkaClientSettings, KafkaSystemAdmin, KafkaSystemProducer
 
-                bootstrap = self._bootstrap[name] = self._kafka_bootstrap(name)
-                self.admins[name] = KafkaSystemAdmin(name, bootstrap)
-                self.producers[name] = KafkaSystemProducer(name, bootstrap, s.producer)
-                if name == self.settings.checkpoint_system:
+                st = self.settings
+                clients = KafkaClientSettings.of(st.name, st.id, s, self._kafka_bootstrap(name))
+                self._kafka[name] = clients
+                self.admins[name] = KafkaSystemAdmin(clients)
+                self.producers[name] = KafkaSystemProducer(clients)
+                if name == st.checkpoint_system:
                     # Its own producer, so waiting for a checkpoint never waits for task outputs.
-                    self.checkpoint_producer = KafkaSystemProducer(name, bootstrap, s.producer)
+                    self.checkpoint_producer = KafkaSystemProducer(clients, "checkpoint-producer")
             else:
                 streams = self.inmemory.setdefault(name, InMemoryStreams())
                 self.admins[name] = InMemorySystemAdmin(streams)
@@ -134,7 +140,7 @@ class SamzaContainer:
             from samzamp.systems.kafka import KafkaSystemConsumer
 
             group_id = f"samzamp-{self.settings.name}-{self.settings.id}"
-            return KafkaSystemConsumer(system, self._bootstrap[system], group_id, s.consumer)
+            return KafkaSystemConsumer(self._kafka[system], group_id)
         return InMemorySystemConsumer(self.inmemory[system])
 
     def _create_streams(self) -> None:
@@ -259,6 +265,8 @@ class SamzaContainer:
         loop = asyncio.get_running_loop()
         started = time.monotonic()
         st = self.settings
+        for warning in st.warnings:
+            log.warning("%s", warning)
         task_class = load_task_class(st.task.task_class)
         if st.pool_size >= 2 and issubclass(task_class, AsyncStreamTask):
             log.info(
@@ -325,6 +333,7 @@ class SamzaContainer:
                     st.task.drop_serialization_errors,
                     self.metrics.counter(f"TaskName-{name}", "send-calls"),
                     self.metrics.counter("SystemProducersMetrics", "serialization error"),
+                    fallback_system=self._unconfigured_sends_to,
                 )
                 ti = TaskInstance(
                     name,
@@ -406,9 +415,9 @@ class SamzaContainer:
         if self.changelog_producers is None:
             from samzamp.systems.kafka.changelog import changelog_producers
 
-            self.changelog_producers = changelog_producers(self.settings, self._bootstrap)
+            self.changelog_producers = changelog_producers(self.settings, self._kafka)
         storage = TaskStorage(
-            name, self.settings, self._changelog_partitions[name], self._bootstrap, self.changelog_producers
+            name, self.settings, self._changelog_partitions[name], self._kafka, self.changelog_producers
         )
         ti.storage = storage
         ti.collector.producers_used.update(storage.producers())  # flushed in commit step 3
@@ -455,8 +464,8 @@ class SamzaContainer:
             self.remote_tasks.append(ti)
             run_loop.add_task(ti)
         config = dict(st.config)
-        for system, servers in self._bootstrap.items():
-            config[f"systems.{system}.bootstrap.servers"] = servers
+        for system, clients in self._kafka.items():  # the embedded broker's address, when it is one
+            config[f"systems.{system}.bootstrap.servers"] = clients.bootstrap
         specs = [
             (
                 t.worker,

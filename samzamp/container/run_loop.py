@@ -8,6 +8,12 @@ a timer) or task.max.idle.ms.
 Per task, ``TaskState.next_op`` decides what may run (commit > window > end-of-stream > drain >
 process); window and commit timers only raise flags, so they never run concurrently with process.
 
+End of stream: once every input of a task ended (bounded inputs) and nothing of it is queued or in
+flight, its END_OF_STREAM op runs ``on_end_of_stream`` (then the task votes to shut down). With
+task.window.on.end.of.stream, a windowable task first gets one last window(), the drain's
+mechanism below: window() then on_end_of_stream(), so the hook sees what the window emitted, as
+on_drain does.
+
 Drain (``drain()``, Samza SEP-31): fetching stops and each SSP's buffer ends with a watermark marker
 and a drain marker. Once a task passed every drain marker and nothing of it is queued or in flight,
 its DRAIN op runs: one more window() for windowable tasks (the watermark went to infinity), then
@@ -338,18 +344,28 @@ class RunLoop:
                 if st.window_in_flight:
                     return  # a worker runs it; window_done comes later
             elif op is WorkerOp.END_OF_STREAM:
+                if self._settings.window_on_end_of_stream and self._final_window(ti):
+                    continue
                 self._start_last_hook(ti, ti.start_end_of_stream, self.end_of_stream_done)
                 return
             elif op is WorkerOp.DRAIN:
                 self._arm_drain_timer(ti)
-                if ti.windowable and not st.final_window_done:
-                    st.final_window_done = True  # the watermark went to infinity: windows emit what they hold
-                    st.need_window = True
+                if self._final_window(ti):
                     continue
                 self._start_last_hook(ti, ti.start_drain, self.drain_done)
                 return
             else:
                 return
+
+    def _final_window(self, ti: RunLoopTask) -> bool:
+        """Before a task's last hook (end of stream, drain): flag one more window() for a windowable
+        task, once; True if flagged. Its input is complete, so its windows emit what they hold."""
+        st = ti.state
+        if not ti.windowable or st.final_window_done:
+            return False
+        st.final_window_done = True
+        st.need_window = True
+        return True
 
     def _start_last_hook(
         self,

@@ -58,7 +58,7 @@ class TaskState:
         self.commit_in_flight = False
         self.end_of_stream = False  # every SSP of the task reached its end
         self.drained = False  # every SSP of the task passed its drain marker
-        self.final_window_done = False  # the drain's last window() ran
+        self.final_window_done = False  # the last window() before on_drain / on_end_of_stream ran
         self.hook_in_flight = False  # on_end_of_stream or on_drain is running (maybe in a worker)
         self.complete = False  # end of stream or drain handled: the task takes no more work
         self.stopping = False  # the container is shutting down: no new process calls

@@ -6,7 +6,7 @@
 - A synchronous StreamTask runs inline on the loop thread (job.container.thread.pool.size <= 1) and
   completes the callback before returning (Samza's AsyncStreamTaskAdapter without a pool).
 
-So the loop never branches on the kind of task; the worker-process pool (issue 3) is one more adapter.
+So the loop never branches on the kind of task; the worker-process pool is one more adapter.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """Word count: lines of text in, running counts out (``word -> count``) every window.
 
 A synchronous StreamTask that keeps counts in memory and emits the words that changed since the
-last window, so the output is a changelog of counts. (A durable store replaces the dict in issue 4.)
+last window, so the output is a changelog of counts. The counts live in memory, so a restart starts
+them over; README's Getting Started keeps them in a changelogged store instead.
 """
 
 from __future__ import annotations

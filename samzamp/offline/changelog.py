@@ -8,8 +8,9 @@ The end of a partition is found by reading until librdkafka's PARTITION_EOF even
 ListOffsets: the embedded Tansu broker answers ListOffsets(latest) too low (the base offset of the
 last batch + 1), while the EOF event carries the true high watermark, on Tansu and on Kafka alike.
 
-(confluent-kafka otherwise lives only in ``samzamp.systems.kafka``; this module reuses its consumer
-defaults and its EOF code, and adds the two things an offline job needs that a container does not:
+(confluent-kafka otherwise lives only in ``samzamp.systems.kafka``; this module reuses its client
+settings (``client_config``: the system's kafka.*, consumer.* and producer.* blocks reach the
+executors' clients too), its consumer defaults and its EOF code, and adds the two things an offline job needs that a container does not:
 a bounded read up to a cut, and a write to a fixed partition with every delivery confirmed.)
 """
 
@@ -17,12 +18,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
 
 from samzamp.api.errors import SamzampError
+from samzamp.systems.kafka.client_config import EOF_READER, KafkaClientSettings, client_config
 from samzamp.systems.kafka.codes import PARTITION_EOF
 from samzamp.systems.kafka.consumer import consumer_config
 
@@ -43,9 +45,7 @@ class ChangelogSource:
 
     system: str
     topic: str
-    bootstrap: str
-    consumer: dict[str, Any] = field(default_factory=dict)  # systems.<s>.consumer.* (librdkafka passthrough)
-    producer: dict[str, Any] = field(default_factory=dict)  # systems.<s>.producer.*
+    kafka: KafkaClientSettings  # every client of the changelog's system is configured from it
 
     def ssp_name(self, partition: int) -> str:
         """``<system>.<stream>.<partition>``, as the OFFSET file names the changelog."""
@@ -75,11 +75,9 @@ class PartitionReader:
         return f"changelog {self.source.system}.{self.source.topic} partition {self.partition}"
 
     def __iter__(self) -> Iterator[tuple[int, bytes, bytes | None]]:
-        conf = consumer_config(self.source.bootstrap, "samzamp-offline", self.source.consumer)
-        conf["enable.partition.eof"] = True
         # An explicit start offset out of range is an error, not a silent jump to the oldest record.
-        conf["auto.offset.reset"] = "earliest" if self.start is None else "error"
-        consumer = Consumer(conf)
+        owned = {**EOF_READER, "auto.offset.reset": "earliest" if self.start is None else "error"}
+        consumer = Consumer(consumer_config(self.source.kafka, "changelog-reader", "samzamp-offline", owned))
         try:
             first = OFFSET_BEGINNING if self.start is None else self.start
             consumer.assign([TopicPartition(self.source.topic, self.partition, first)])
@@ -129,10 +127,7 @@ class PartitionReader:
 def write_partition(source: ChangelogSource, topic: str, partition: int, records: Iterator[tuple[bytes, bytes]]) -> int:
     """Produce ``records`` (key, value) to ``topic[partition]`` in order; wait until every one is
     acknowledged. Returns how many were written; raises ChangelogError naming the first failure."""
-    conf: dict[str, Any] = {"linger.ms": 5, "acks": "all"}
-    conf.update({k: v for k, v in source.producer.items() if k != "bootstrap.servers"})
-    conf["bootstrap.servers"] = source.bootstrap
-    producer = Producer(conf)
+    producer = Producer(client_config(source.kafka, "changelog-writer", {"linger.ms": 5, "acks": "all"}))
     errors: list[str] = []
 
     def on_delivery(err: KafkaError | None, _msg: Any) -> None:

@@ -29,7 +29,7 @@ from samzamp.coordinator.grouper import group
 from samzamp.offline.changelog import ChangelogSource
 from samzamp.storage.changelog_names import changelog_partitions
 from samzamp.storage.dirs import store_dir
-from samzamp.systems.kafka import KafkaSystemAdmin
+from samzamp.systems.kafka import KafkaClientSettings, KafkaSystemAdmin
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -62,19 +62,19 @@ class StoreJob:
 
     def admin(self) -> KafkaSystemAdmin:
         """An admin client on the changelog's system."""
-        return KafkaSystemAdmin(self.source.system, self.source.bootstrap)
+        return KafkaSystemAdmin(self.source.kafka)
 
 
-def _bootstrap(settings: JobSettings, system: str, why: str) -> str:
+def _clients(settings: JobSettings, system: str, why: str) -> KafkaClientSettings:
+    """How the offline job's clients (driver and Spark tasks) reach ``system``."""
     s = settings.systems[system]
-    servers = s.bootstrap_servers or s.consumer.get("bootstrap.servers") or s.producer.get("bootstrap.servers")
-    if not servers:
+    if not s.bootstrap_servers:
         raise ConfigError(
             f"systems.{system}.bootstrap.servers",
             f"is required to {why}: an offline job never starts the embedded broker (it is memory-only, so a "
             "fresh one holds no changelog); name the brokers the job wrote to",
         )
-    return str(servers)
+    return KafkaClientSettings.of(settings.name, settings.id, s, s.bootstrap_servers, "offline")
 
 
 def resolve_store(config: Config, store: str) -> StoreJob:
@@ -97,23 +97,14 @@ def resolve_store(config: Config, store: str) -> StoreJob:
         raise ConfigError(
             f"stores.{store}.changelog", f"system {system!r} is not a kafka system; offline jobs read Kafka changelogs"
         )
-    sys_settings = settings.systems[system]
-    source = ChangelogSource(
-        system=system,
-        topic=topic,
-        bootstrap=_bootstrap(settings, system, f"read the changelog of store {store!r}"),
-        consumer=dict(sys_settings.consumer),
-        producer=dict(sys_settings.producer),
-    )
+    source = ChangelogSource(system, topic, _clients(settings, system, f"read the changelog of store {store!r}"))
 
     # The tasks, as the container groups them: partitions of every input, through the job's grouper.
     ssps: list[SystemStreamPartition] = []
     for ss in settings.task.inputs:
         if settings.systems[ss.system].factory != "kafka":
             raise ConfigError("task.inputs", f"{ss} is not on a kafka system; offline jobs need the job's real inputs")
-        counts = KafkaSystemAdmin(ss.system, _bootstrap(settings, ss.system, "find the job's tasks")).partition_counts(
-            [ss.stream]
-        )
+        counts = KafkaSystemAdmin(_clients(settings, ss.system, "find the job's tasks")).partition_counts([ss.stream])
         if ss.stream not in counts:
             raise OfflineError(f"input stream {ss} does not exist, so the job's tasks cannot be known")
         ssps.extend(SystemStreamPartition(ss.system, ss.stream, p) for p in range(counts[ss.stream]))
@@ -125,7 +116,7 @@ def resolve_store(config: Config, store: str) -> StoreJob:
             key=lambda t: t.partition,
         )
     )
-    counts = KafkaSystemAdmin(system, source.bootstrap).partition_counts([topic])
+    counts = KafkaSystemAdmin(source.kafka).partition_counts([topic])
     n = counts.get(topic)
     if n is not None and n < len(tasks):
         raise OfflineError(
@@ -161,8 +152,7 @@ def read_cuts(job: StoreJob) -> dict[str, int]:
     s = job.settings
     if s.systems[s.checkpoint_system].factory != "kafka":
         raise ConfigError("task.checkpoint.system", f"{s.checkpoint_system!r} is not a kafka system")
-    bootstrap = _bootstrap(s, s.checkpoint_system, "read the job's checkpoints")
-    admin = KafkaSystemAdmin(s.checkpoint_system, bootstrap)
+    admin = KafkaSystemAdmin(_clients(s, s.checkpoint_system, "read the job's checkpoints"))
     cuts = {t.task_name: -1 for t in job.tasks}
     if s.checkpoint_topic not in admin.partition_counts([s.checkpoint_topic]):
         return cuts

@@ -1,1 +1,1 @@
-"""State: per-task LMDB stores, changelogged to Kafka, restored on start (issue 4)."""
+"""State: per-task LMDB stores, changelogged to Kafka, restored on start."""

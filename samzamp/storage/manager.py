@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from samzamp.api.envelope import SystemStream
 from samzamp.api.errors import SystemFailureError
@@ -39,6 +39,9 @@ from samzamp.storage.dirs import lock_store_dir, store_dir, unlock_store_dir
 from samzamp.storage.lmdb import LmdbEngine
 from samzamp.storage.offset_file import read_offset_file, write_offset_file
 from samzamp.storage.store import LmdbKeyValueStore
+
+if TYPE_CHECKING:
+    from samzamp.systems.kafka.client_config import KafkaClientSettings
 
 __all__ = ["RestoreReport", "TaskStorage"]
 
@@ -81,13 +84,13 @@ class TaskStorage:
         task_name: str,
         settings: JobSettings,
         changelog_partition: int,
-        bootstrap: dict[str, str],
+        kafka: Mapping[str, KafkaClientSettings],
         changelog_producers: Mapping[str, ChangelogSink],
     ) -> None:
         self.task_name = task_name
         self._settings = settings
         self._partition = changelog_partition
-        self._bootstrap = bootstrap
+        self._kafka = kafka  # by system: how the changelogs are read
         self._producers = changelog_producers  # by system
         self._serdes = SerdeRegistry(settings.serializers)
         self.stores: dict[str, LmdbKeyValueStore] = {}
@@ -142,13 +145,12 @@ class TaskStorage:
         start = -2 if local is None else local + 1
         offset = -1 if local is None else local
         replayed = 0
-        bootstrap = self._bootstrap[cl.system]
         from samzamp.systems.kafka.changelog import read_changelog
 
         if cut is None or (cut >= 0 and start <= cut):
             progress = _Progress(st.name, self.task_name, None if cut is None or start < 0 else cut - start + 1)
             batch: list[tuple[bytes, bytes | None]] = []
-            for off, key, value in read_changelog(bootstrap, cl.stream, self._partition, start, cut):
+            for off, key, value in read_changelog(self._kafka[cl.system], cl.stream, self._partition, start, cut):
                 batch.append((key, value))
                 offset = off
                 replayed += 1
@@ -188,9 +190,7 @@ class TaskStorage:
     def _revert_uncommitted(self, engine: LmdbEngine, cl: SystemStream, cut: int) -> int:
         from samzamp.systems.kafka.changelog import read_changelog
 
-        keys = {
-            key for _, key, _ in read_changelog(self._bootstrap[cl.system], cl.stream, self._partition, cut + 1, None)
-        }
+        keys = {key for _, key, _ in read_changelog(self._kafka[cl.system], cl.stream, self._partition, cut + 1, None)}
         if not keys:
             return 0
         send = self._sender(cl)

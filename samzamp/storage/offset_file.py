@@ -5,8 +5,10 @@ Format (version 1): 4 bytes big-endian CRC32 of the payload, then the payload, U
     {"version": 1, "changelog": "<system>.<stream>.<partition>", "offset": <int>}
 
 Written to ``OFFSET.tmp``, fsynced, then renamed over ``OFFSET`` (atomic on POSIX), so a reader sees
-the old file or the new one, never a torn one. A file that fails its checksum or does not parse is
-treated as absent (the store is then rebuilt from the changelog).
+the old file or the new one, never a torn one; then the directory is fsynced, so that the rename
+itself survives a power loss (until then the directory entry may still name the old file). A file
+that fails its checksum or does not parse is treated as absent (the store is then rebuilt from the
+changelog).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from pathlib import Path
 
 import msgspec
 
-__all__ = ["OFFSET_FILE", "StoreOffset", "read_offset_file", "write_offset_file"]
+__all__ = ["OFFSET_FILE", "StoreOffset", "fsync_dir", "read_offset_file", "write_offset_file"]
 
 OFFSET_FILE = "OFFSET"
 
@@ -36,6 +38,16 @@ def write_offset_file(store_dir: Path, changelog: str, offset: int) -> None:
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, store_dir / OFFSET_FILE)
+    fsync_dir(store_dir)
+
+
+def fsync_dir(path: Path) -> None:
+    """Make the directory's entries (a rename into it) durable."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def read_offset_file(store_dir: Path) -> StoreOffset | None:

@@ -7,7 +7,12 @@ null-safe -> serialized -> logged -> engine), with a write buffer that only a co
   offset the data now contains. So LMDB on disk is always the state at some commit: never a state
   that no checkpoint covers, which is what lets restore trust it.
 - A buffer that grows past ``SPILL_AT`` entries is written early, marked *dirty* (a restart then
-  rebuilds the store from the changelog); this bounds memory between commits.
+  rebuilds the store from the changelog); this bounds memory between commits. (Except while
+  iterators are open and LMDB's map is full: LMDB cannot grow it under their read transactions, so
+  the buffer keeps growing until they are closed or the next commit.)
+- ``range``/``all`` stream from an LMDB cursor merged with the buffer (see ``StoreIterator``): each
+  sees the store as of its opening; the task may write meanwhile. Close them: a commit that must
+  grow the map closes iterators left open (their next use raises ValueError saying so).
 - ``flush()`` does nothing: writes become durable at the next commit, which a task can ask for with
   ``coordinator.commit()``.
 
@@ -16,13 +21,16 @@ One task uses a store, from the thread that runs the task.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from samzamp.api.serde import Serde
-from samzamp.storage.lmdb import LmdbEngine
+from samzamp.storage.lmdb import LmdbEngine, LmdbReader, MapFullWhileReadingError
 
 __all__ = ["SPILL_AT", "LmdbKeyValueStore", "StoreIterator"]
+
+log = logging.getLogger(__name__)
 
 SPILL_AT = 200_000
 
@@ -30,19 +38,81 @@ ChangelogSend = Callable[[bytes, "bytes | None"], None]
 
 
 class StoreIterator:
-    """Entries in key-byte order, decoded; a context manager (close it when done)."""
+    """Entries in key-byte order, decoded, streamed from LMDB (bounded memory); a context manager.
 
-    def __init__(self, entries: list[tuple[bytes, bytes]], key_serde: Serde, msg_serde: Serde) -> None:
-        self._entries: list[tuple[bytes, bytes]] | None = entries
+    What it sees: the store as it was when ``range``/``all`` opened it -- LMDB's snapshot at that
+    moment (one read transaction) merged with the write buffer as it was then (buffered puts appear,
+    buffered deletes hide). Writes the task makes while it is open are allowed and not seen by it,
+    as with a RocksDB iterator in Samza.
+
+    One pass; use it from the task's thread. Close it (``with``, or ``close()``, idempotent) as soon
+    as you are done: it holds an LMDB read transaction, whose pages LMDB cannot reuse meanwhile.
+    Using it after ``close`` raises ValueError.
+    """
+
+    __slots__ = ("_buffered", "_entries", "_key", "_msg", "_reader", "_start", "_stop", "_store")
+
+    def __init__(
+        self,
+        store: str,
+        reader: LmdbReader,
+        start: bytes | None,
+        stop: bytes | None,
+        buffered: list[tuple[bytes, bytes | None]],
+        key_serde: Serde,
+        msg_serde: Serde,
+    ) -> None:
+        self._store = store
+        self._reader = reader
+        self._start = start
+        self._stop = stop
+        self._buffered = buffered  # the buffer's entries in range at open, sorted by key bytes
         self._key = key_serde.from_bytes
         self._msg = msg_serde.from_bytes
+        self._entries: Iterator[tuple[Any, Any]] | None = None
 
     def __iter__(self) -> Iterator[tuple[Any, Any]]:
+        return self
+
+    def __next__(self) -> tuple[Any, Any]:
         if self._entries is None:
-            raise ValueError("this store iterator was closed")
-        key, msg = self._key, self._msg
-        for k, v in self._entries:
-            yield key(k), msg(v)
+            self._check_open()
+            self._entries = self._merge()
+        return next(self._entries)
+
+    def _check_open(self) -> None:
+        if not self._reader.open:
+            raise ValueError(f"store {self._store!r}: this iterator is closed: {self._reader.why_closed()}")
+
+    def _merge(self) -> Iterator[tuple[Any, Any]]:
+        """LMDB's entries and the buffered ones, in key order; the buffer's shadow LMDB's."""
+        key, msg, check = self._key, self._msg, self._check_open
+        reader = self._reader
+        buffered = self._buffered
+        bi, nb = 0, len(buffered)
+        for kb, vb in reader.entries(self._start, self._stop):
+            while bi < nb and buffered[bi][0] < kb:
+                bk, bv = buffered[bi]
+                bi += 1
+                if bv is not None:
+                    yield key(bk), msg(bv)
+                    check()
+            if bi < nb and buffered[bi][0] == kb:
+                bv = buffered[bi][1]
+                bi += 1
+                if bv is None:
+                    continue
+                vb = bv
+            yield key(kb), msg(vb)
+            if not reader.open:  # the cursor went with the transaction: never resume it
+                check()
+        while bi < nb:
+            bk, bv = buffered[bi]
+            bi += 1
+            if bv is not None:
+                yield key(bk), msg(bv)
+                check()
+        self.close()
 
     def __enter__(self) -> StoreIterator:
         return self
@@ -51,7 +121,9 @@ class StoreIterator:
         self.close()
 
     def close(self) -> None:
-        self._entries = None
+        """Release the read transaction; idempotent."""
+        self._reader.close()
+        self._buffered = []
 
 
 class LmdbKeyValueStore:
@@ -68,6 +140,7 @@ class LmdbKeyValueStore:
         self._msg_serde = msg_serde
         self._changelog = changelog
         self._buffer: dict[bytes, bytes | None] = {}
+        self._spill_deferred = False  # a spill found the map full under open iterators
 
     def _kb(self, key: Any) -> bytes:
         if key is None:
@@ -128,25 +201,46 @@ class LmdbKeyValueStore:
 
     # -- engine side ------------------------------------------------------------------------------
     def _iterate(self, start: bytes | None, stop: bytes | None) -> StoreIterator:
-        merged = dict(self.engine.items(start, stop))
-        for kb, vb in self._buffer.items():
-            if (start is None or kb >= start) and (stop is None or kb < stop):
-                if vb is None:
-                    merged.pop(kb, None)
-                else:
-                    merged[kb] = vb
-        return StoreIterator(sorted(merged.items()), self._key_serde, self._msg_serde)
+        # The buffer is bounded (SPILL_AT), so a sorted copy of its entries in range is too; its
+        # values are the same objects, so later writes do not change what the iterator sees.
+        buffered = sorted(
+            (kb, vb)
+            for kb, vb in self._buffer.items()
+            if (start is None or kb >= start) and (stop is None or kb < stop)
+        )
+        return StoreIterator(self.name, self.engine.reader(), start, stop, buffered, self._key_serde, self._msg_serde)
 
     def _spill(self) -> None:
-        self.engine.apply(self._buffer.items(), None)  # dirty until the next commit
+        if self._spill_deferred and self.engine.readers_open():
+            return
+        try:
+            self.engine.apply(self._buffer.items(), None)  # dirty until the next commit
+        except MapFullWhileReadingError:
+            # LMDB cannot grow its map under the open iterators' read transactions: keep buffering
+            # (reads stay right) and spill once they are closed, or at the commit.
+            self._spill_deferred = True
+            log.info(
+                "store %r: LMDB map full while iterators are open; buffering writes until they are closed", self.name
+            )
+            return
+        self._spill_deferred = False
         self._buffer.clear()
 
     def commit(self, changelog_offset: int) -> None:
         """Apply the buffered writes with the changelog offset they reach (commit step 4)."""
-        self.engine.apply(self._buffer.items(), changelog_offset)
+        open_readers = self.engine.readers_open()
+        if open_readers:
+            log.warning(
+                "store %r: %d iterator(s) still open at a commit; they keep LMDB from reusing pages "
+                "(and are closed if the map must grow): close iterators before process() or window() returns",
+                self.name,
+                open_readers,
+            )
+        self.engine.apply(self._buffer.items(), changelog_offset, invalidate_readers=True)
         self._buffer.clear()
+        self._spill_deferred = False
         self.engine.sync()
 
     def close(self) -> None:
         self._buffer.clear()
-        self.engine.close()
+        self.engine.close()  # closes iterators still open

@@ -7,6 +7,7 @@ contacted (a case that got that far would not exit 2 with a config error).
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import tomllib
@@ -15,8 +16,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from confluent_kafka import Producer
+from kafka_util import create_topic
 
 from samzamp.config import flatten, load_config, validate
+from samzamp.config.settings import checkpoint_topic_name
 
 pytestmark = pytest.mark.integration
 
@@ -95,6 +99,8 @@ class Case:
         return path
 
 
+STORE = {"stores.counts.factory": "lmdb", "stores.counts.key.serde": "string", "stores.counts.msg.serde": "long"}
+
 CASES = [
     Case("missing-job-name", "job.name", drop=("job.name",)),
     Case("empty-job-name", "job.name", set={"job.name": ""}),
@@ -138,6 +144,66 @@ CASES = [
     Case("default-system-undefined", "job.default.system", set={"job.default.system": "kinesis"}),
     Case("bool-not-a-bool", "task.drop.producer.errors", set={"task.drop.producer.errors": "sometimes"}),
     Case("bootstrap-stream-unsupported", "streams.lines.samza.bootstrap", set={"streams.lines.samza.bootstrap": True}),
+    # A table or key in the wrong place is never kept silently.
+    Case(
+        # Both keys of the table are wrong; the first in key order is named.
+        "misspelled-table",
+        "stream.lines.partitions",
+        raw=BASE_TOML.replace("[streams.lines]", "[stream.lines]"),
+    ),
+    Case(
+        "samza-key-under-stream-table-without-samza",
+        "streams.lines.msg.serde",
+        raw=BASE_TOML.replace("[streams.lines]\nsamza.msg.serde", "[streams.lines]\nmsg.serde"),
+    ),
+    Case(
+        "samza-key-under-system-table-without-samza",
+        "systems.kafka.msg.serde",
+        set={"systems.kafka.msg.serde": "string"},
+    ),
+    Case("tasks-table", "tasks.window.ms", set={"tasks.window.ms": 1000}),
+    Case("not-a-topic-config", "streams.lines.retention.msx", set={"streams.lines.retention.msx": 1000}),
+    Case(
+        "system-default-not-a-topic-config",
+        "systems.kafka.default.stream.msg.serde",
+        set={"systems.kafka.default.stream.msg.serde": "string"},
+    ),
+    Case(
+        "legacy-per-stream-form",
+        "systems.kafka.streams.lines.samza.msg.serde",
+        set={"systems.kafka.streams.lines.samza.msg.serde": "string"},
+    ),
+    Case(
+        "stream-of-unknown-system",
+        "streams.word-counts.samza.system",
+        set={"streams.word-counts.samza.system": "kafak"},
+    ),
+    # Keys accepted before with no effect.
+    Case("metrics-reporters", "metrics.reporters", set={"metrics.reporters": ["snapshot"]}),
+    Case("stream-priority", "streams.lines.samza.priority", set={"streams.lines.samza.priority": 2}),
+    Case("custom-chooser", "task.chooser.class", set={"task.chooser.class": "com.example.PriorityChooserFactory"}),
+    Case("config-rewriters", "job.config.rewriters", set={"job.config.rewriters": "regex"}),
+    Case("app-name-disagrees", "app.name", set={"app.name": "other-job"}),
+    # Values that used to mean something else, or end in a traceback at run time.
+    Case("window-ms-zero", "task.window.ms", set={"task.window.ms": 0}),
+    Case("pool-size-huge", "job.container.thread.pool.size", set={"job.container.thread.pool.size": 1_000_000}),
+    Case("map-size-huge", "stores.counts.lmdb.map.size", set={**STORE, "stores.counts.lmdb.map.size": 2**62}),
+    Case("fetch-threshold-huge", "task.fetch.threshold", set={"task.fetch.threshold": 10**9}),
+    Case("commit-ms-huge", "task.commit.ms", set={"task.commit.ms": 2**40}),
+    # Stores.
+    Case("store-without-factory", "stores.counts.factory", set={"stores.counts.key.serde": "string"}),
+    Case(
+        "samza-rocksdb-store",
+        "stores.counts.factory",
+        set={**STORE, "stores.counts.factory": "org.apache.samza.storage.kv.RocksDbKeyValueStorageEngineFactory"},
+    ),
+    Case("store-side-inputs", "stores.counts.side.inputs", set={**STORE, "stores.counts.side.inputs": "kafka.lines"}),
+    Case("store-rocksdb-ttl", "stores.counts.rocksdb.ttl.ms", set={**STORE, "stores.counts.rocksdb.ttl.ms": 60000}),
+    Case(
+        "java-serde-factory",
+        "serializers.registry.obj.class",
+        set={"serializers.registry.obj.class": "org.apache.samza.serializers.SerializableSerdeFactory"},
+    ),
 ]
 
 
@@ -154,7 +220,7 @@ def _run(path: Path, *args: str) -> subprocess.CompletedProcess[str]:
 def test_cases_are_distinct_and_enough() -> None:
     assert len({c.id for c in CASES}) == len(CASES)
     assert len({(repr(sorted(c.set.items())), c.drop, c.args, c.raw) for c in CASES}) == len(CASES)
-    assert len(CASES) >= 12
+    assert len(CASES) >= 26 + 15
 
 
 def test_base_config_is_valid(tmp_path: Path) -> None:
@@ -178,3 +244,58 @@ def test_bad_config_exits_2_with_one_line_naming_the_key(tmp_path: Path, case: C
     key = str(path) if case.key is None else case.key
     assert line.startswith(f"samzamp-container: config error: {key}: "), line
     assert proc.stdout == ""
+
+
+def test_a_checkpoint_topic_of_samza_s_records_exits_2_naming_what_to_do(
+    broker: Any, unique: str, tmp_path: Path
+) -> None:
+    # A job moved from Samza under its old job.name and job.id: its checkpoint topic holds Samza's
+    # records only. Starting would silently begin at samza.offset.default; it must stop instead.
+    job = f"moved-{unique}"
+    bootstrap = broker.bootstrap_servers
+    topic = checkpoint_topic_name(job, "1")
+    create_topic(bootstrap, topic, 1)
+    create_topic(bootstrap, f"lines-{unique}", 2)
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for p in range(2):
+        key = {
+            "systemstreampartition-grouper-factory": "org.apache.samza.container.grouper.stream.GroupByPartitionFactory",
+            "taskName": f"Partition {p}",
+            "type": "checkpoint",
+        }
+        ssp = f"SystemStreamPartition [kafka, lines-{unique}, {p}]"
+        value = {ssp: {"system": "kafka", "stream": f"lines-{unique}", "partition": str(p), "offset": "41"}}
+        producer.produce(topic, json.dumps(value).encode(), json.dumps(key).encode(), partition=0)
+    assert producer.flush(30) == 0
+
+    values = _base_values()
+    values.update(
+        {
+            "job.name": job,
+            "task.inputs": [f"kafka.lines-{unique}"],
+            "systems.kafka.bootstrap.servers": bootstrap,
+            "metrics.log.interval.ms": 0,
+            "job.factory.class": "org.apache.samza.job.yarn.YarnJobFactory",  # kept from the Samza job
+        }
+    )
+    path = tmp_path / "job.toml"
+    path.write_text(_render(values), encoding="utf-8")
+    proc = subprocess.run(
+        [sys.executable, "-m", "samzamp.cli.container", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert proc.returncode == 2, proc.stderr
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith(
+        f"samzamp-container: config error: job.id: checkpoint topic {topic} holds Apache Samza's checkpoints "
+        "(2 task(s), e.g. 'Partition 0'), which samzamp cannot read"
+    ), last
+    assert "another job.id" in last
+    # Samza's keys samzamp does not use were named once at start, as warnings.
+    warned = [line for line in proc.stderr.splitlines() if "config warning: job.factory.class" in line]
+    assert len(warned) == 1, proc.stderr
+    assert "WARNING" in warned[0]

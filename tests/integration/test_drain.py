@@ -1,4 +1,4 @@
-"""Drain (seed 003, issue 5) against the real broker: ``samzamp-drain`` stops a running container
+"""Drain (seed 003) against the real broker: ``samzamp-drain`` stops a running container
 once everything it fetched is processed, its windows emitted and its final checkpoint written; the
 next deployment resumes right after it, so across the two runs every input is processed once."""
 

@@ -143,8 +143,8 @@ def setup(broker: Any, spark: Any, tmp_path_factory: pytest.TempPathFactory) -> 
     line = compact_changelog(spark, job, snapshot_a).summary_line()
     _produce(bootstrap, changelog, PHASE_2, {p: len(r) for p, r in PHASE_1.items()})
 
-    admin = KafkaSystemAdmin("kafka", bootstrap)
-    producer = KafkaSystemProducer("kafka", bootstrap, {})
+    admin = KafkaSystemAdmin(job.source.kafka)
+    producer = KafkaSystemProducer(job.source.kafka)
     manager = TopicCheckpointManager(admin, producer, checkpoint_topic_name(job_name, "1"), "GroupByPartition")
     manager.create_topic()
     try:

@@ -1,4 +1,4 @@
-"""Issue 4 against the real broker: LMDB stores changelogged to Kafka, restored on start."""
+"""Against the real broker: LMDB stores changelogged to Kafka, restored on start."""
 
 from __future__ import annotations
 

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from samzamp import OutgoingMessageEnvelope, SystemStream
+import pytest
+
+from samzamp import OutgoingMessageEnvelope, SystemFailureError, SystemStream
 from samzamp.collect.collector import TaskCollector
 from samzamp.metrics.registry import MetricsRegistry
 from samzamp.serde.registry import JsonSerde, StringSerde
@@ -76,3 +78,22 @@ def test_a_failed_keyed_send_is_sent_once_through_send() -> None:
     c.send(OutgoingMessageEnvelope(OUT, 2, key="b"))
     assert p.sent == [("out", b"a", b"1", None, None)]
     assert p.keyed == [("out", b"b", b"2")]
+
+
+def test_a_send_to_an_unconfigured_system_fails_unless_a_fallback_system_takes_it() -> None:
+    p = RecordingProducer()
+    c, _ = collector(p)
+    with pytest.raises(SystemFailureError, match="system 'elsewhere' is not configured"):
+        c.send(OutgoingMessageEnvelope(SystemStream("elsewhere", "out"), "x"))
+    m = MetricsRegistry()
+    routed = TaskCollector(
+        "t",
+        {"kafka": p},
+        lambda ss: (StringSerde(), JsonSerde()),
+        False,
+        m.counter("t", "send-calls"),
+        m.counter("t", "dropped"),
+        fallback_system="kafka",
+    )
+    routed.send(OutgoingMessageEnvelope(SystemStream("elsewhere", "side"), [1], key="k"))
+    assert p.keyed == [("side", b"k", b"[1]")]

@@ -14,6 +14,8 @@ import pytest
 from samzamp.api.envelope import SystemStream
 from samzamp.api.errors import ConfigError
 from samzamp.config import Config, JobSettings, flatten, load_config, parse_overrides, validate
+from samzamp.config.keys import KEYS, known_keys_like
+from samzamp.config.samza_keys import samza_key
 from samzamp.config.schema import check_keys
 from samzamp.config.settings import checkpoint_topic_name
 from samzamp.config.validate import load_task_class
@@ -140,6 +142,14 @@ def test_load_config_of_the_shipped_word_count_config_validates() -> None:
     settings = validate(load_config(path))
     assert settings.name == "word-count"
     assert settings.task.inputs == (SystemStream("kafka", "lines"),)
+
+
+SHIPPED = sorted((Path(__file__).resolve().parents[2] / "configs").glob("*.toml"))
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=[p.stem for p in SHIPPED])
+def test_every_shipped_config_validates_without_a_warning(path: Path) -> None:
+    assert validate(load_config(path)).warnings == ()
 
 
 def test_load_config_missing_file_names_the_path(tmp_path: Path) -> None:
@@ -414,12 +424,12 @@ def test_unknown_key_without_a_close_match_still_fails() -> None:
         "systems.kafka.default.stream.segment.bytes",
         "streams.x.cleanup.policy",
         "streams.lines.retention.ms",
-        "stores.s.changelog.kafka.cleanup.policy",
+        "stores.counts.changelog.kafka.cleanup.policy",
         "word-count.output",  # a user's own namespace
     ],
 )
 def test_passthrough_keys_are_not_flagged(key: str) -> None:
-    config = _with(**{key: "1"})
+    config = Config({**MINIMAL, **STORE, key: "1"})
     check_keys(config)
     validate(config)
 
@@ -465,7 +475,7 @@ def test_job_settings_defaults() -> None:
     settings = JobSettings.from_config(Config(MINIMAL))
     assert settings.name == "wc"
     assert settings.id == "1"
-    assert settings.default_system is None
+    assert settings.default_system == "kafka"  # the only system
     assert settings.grouper == "GroupByPartition"
     assert settings.pool_size == 0
     assert settings.checkpoint_system == "kafka"  # the only system
@@ -560,7 +570,12 @@ def test_system_factory_names(raw: str, expected: str) -> None:
         ({}, "task.inputs", "task.inputs"),
         ({"task.inputs": []}, None, "task.inputs"),
         ({"task.inputs": ["nosuch.lines"]}, None, "task.inputs"),
-        ({"task.inputs": ["lines"]}, None, "task.inputs"),  # no job.default.system
+        # A bare stream name with several systems and no job.default.system names no system.
+        (
+            {"task.inputs": ["lines"], "systems.other.samza.factory": "kafka", "task.checkpoint.system": "kafka"},
+            None,
+            "task.inputs",
+        ),
         ({"task.inputs": ["kafka."]}, None, "task.inputs"),
         ({"task.inputs": ["kafka.a", "kafka.a"]}, None, "task.inputs"),
         ({"systems.kafka.samza.factory": "rabbit"}, None, "systems.kafka.samza.factory"),
@@ -826,3 +841,349 @@ def test_validate_runs_key_checks_before_settings() -> None:
     with pytest.raises(ConfigError) as exc:
         validate(Config(values))
     _assert_names_key(exc, "task.comit.ms")
+
+
+# --------------------------------------------------------------------------- namespaces, Samza's keys, warnings
+
+
+def _warnings_of(**values: Any) -> dict[str, str]:
+    """Key -> problem of every warning, both from check_keys and as validate hands them on."""
+    config = _with(**values)
+    found = {w.key: w.problem for w in check_keys(config)}
+    assert {w.key: w.problem for w in validate(config).warnings} == found
+    return found
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("job.factory.class", "org.apache.samza.job.yarn.YarnJobFactory"),
+        ("job.coordinator.zk.connect", "zk:2181"),
+        ("job.coordinator.zk.session.timeout.ms", 30000),
+        ("metrics.reporter.snapshot.class", "org.apache.samza.metrics.reporter.MetricsSnapshotReporterFactory"),
+        ("metrics.reporter.snapshot.stream", "kafka.metrics"),
+        ("task.checkpoint.factory", "org.apache.samza.checkpoint.kafka.KafkaCheckpointManagerFactory"),
+        ("job.host-affinity.enabled", True),
+        ("yarn.package.path", "hdfs:///job.tgz"),
+        ("cluster-manager.container.memory.mb", 1024),
+        ("task.opts", "-Xmx1g"),
+        ("job.container.single.thread.mode", True),
+        ("systems.kafka.samza.fetch.threshold", 10000),
+        ("stores.counts.rocksdb.block.size.bytes", 4096),
+        ("stores.counts.object.cache.size", 1000),
+        ("app.class", "com.example.App"),
+    ],
+)
+def test_samza_keys_samzamp_does_not_use_are_warnings_that_say_why(key: str, value: Any) -> None:
+    extra = STORE if key.startswith("stores.") else {}
+    warnings = _warnings_of(**extra, **{key: value})
+    assert list(warnings) == [key]
+    assert warnings[key].startswith("is Samza's key for ")
+    assert "samzamp does not use it: " in warnings[key]
+    assert "typo" not in warnings[key]
+    assert "did you mean" not in warnings[key]
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "fragment"),
+    [
+        ("metrics.reporters", ["snapshot"], "no metrics reporters"),
+        ("metrics.reporters", "snapshot,jmx", "no metrics reporters"),
+        ("streams.lines.samza.priority", 2, "round robin"),
+        ("task.chooser.class", "com.example.PriorityChooserFactory", "round robin"),
+        ("task.broadcast.inputs", "kafka.config#0", "broadcast"),
+        ("job.config.rewriters", "regex", "rewriters"),
+        ("job.systemstreampartition.matcher.class", "x.RangeMatcher", "every partition"),
+        ("serializers.registry.avro.samza.serialized.instance", "rO0AB", "Java objects"),
+        ("stores.counts.side.inputs", "kafka.profiles", "side inputs"),
+        ("stores.counts.rocksdb.ttl.ms", 60000, "expire"),
+    ],
+)
+def test_samza_keys_whose_absence_changes_the_job_are_errors(key: str, value: Any, fragment: str) -> None:
+    with pytest.raises(ConfigError) as exc:
+        validate(Config({**MINIMAL, **STORE, key: value}))
+    _assert_names_key(exc, key)
+    assert exc.value.problem.startswith("is Samza's key for ")
+    assert fragment in exc.value.problem
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("metrics.reporters", []),
+        ("metrics.reporters", ""),
+        ("streams.lines.samza.priority", -1),
+        ("streams.lines.samza.priority", "-1"),
+        ("task.chooser.class", "org.apache.samza.system.chooser.RoundRobinChooserFactory"),
+        ("job.host-affinity.enabled", False),
+        ("app.mode", "STREAM"),
+    ],
+)
+def test_samza_keys_at_their_off_value_are_accepted_silently(key: str, value: Any) -> None:
+    assert _warnings_of(**{key: value}) == {}
+
+
+@pytest.mark.parametrize(
+    ("key", "meant"),
+    [
+        ("stream.lines.samza.msg.serde", "streams.lines.samza.msg.serde"),
+        ("system.kafka.samza.factory", "systems.kafka.samza.factory"),
+        ("tasks.window.ms", "task.window.ms"),
+        ("store.counts.factory", "stores.counts.factory"),
+        ("serializer.registry.x.class", "serializers.registry.x.class"),
+        ("jobs.name", "job.name"),
+    ],
+)
+def test_a_misspelled_table_is_an_error_with_the_key_meant(key: str, meant: str) -> None:
+    with pytest.raises(ConfigError) as exc:
+        check_keys(_with(**{key: "1"}))
+    _assert_names_key(exc, key)
+    assert f"did you mean {meant!r}" in exc.value.problem
+
+
+@pytest.mark.parametrize(
+    ("key", "meant"),
+    [
+        ("streams.lines.msg.serde", "streams.lines.samza.msg.serde"),
+        ("streams.lines.offset.default", "streams.lines.samza.offset.default"),
+        ("systems.kafka.msg.serde", "systems.kafka.samza.msg.serde"),
+        ("systems.kafka.factory", "systems.kafka.samza.factory"),
+        ("systems.kafka.default.stream.msg.serde", "systems.kafka.default.stream.samza.msg.serde"),
+        ("streams.lines.retention.msx", "streams.lines.retention.ms"),
+        ("streams.lines.partition", "streams.lines.partitions"),
+        ("stores.counts.changelog.kafka.cleanup.polcy", "stores.counts.changelog.kafka.cleanup.policy"),
+    ],
+)
+def test_a_key_under_the_wrong_table_is_an_error_with_the_key_meant(key: str, meant: str) -> None:
+    with pytest.raises(ConfigError) as exc:
+        check_keys(_with(**{key: "1"}))
+    _assert_names_key(exc, key)
+    assert f"did you mean {meant!r}" in exc.value.problem
+
+
+def test_a_stream_key_that_is_no_topic_config_says_so() -> None:
+    with pytest.raises(ConfigError) as exc:
+        check_keys(_with(**{"streams.lines.flavour": "1"}))
+    assert "is taken as a Kafka topic config of stream 'lines', but 'flavour' is not one" in exc.value.problem
+
+
+def test_the_legacy_per_stream_form_is_refused_with_the_modern_key() -> None:
+    with pytest.raises(ConfigError) as exc:
+        check_keys(_with(**{"systems.kafka.streams.lines.samza.msg.serde": "string"}))
+    _assert_names_key(exc, "systems.kafka.streams.lines.samza.msg.serde")
+    assert "'streams.lines.samza.msg.serde'" in exc.value.problem
+
+
+@pytest.mark.parametrize("key", ["task.checkpoint.factroy", "job.coordinator.sytem", "stores.counts.facotry"])
+def test_did_you_mean_stays_in_the_key_namespace(key: str) -> None:
+    # The placeholder of stores.<name>.* was filled with any key's second part: task.checkpoint.factory
+    # was once asked whether it meant stores.checkpoint.factory.
+    namespace = key.split(".")[0]
+    assert all(k.split(".")[0] == namespace and "<" not in k for k in known_keys_like(key))
+    with pytest.raises(ConfigError) as exc:
+        check_keys(_with(**{key: "1"}))
+    _assert_names_key(exc, key)
+    assert "did you mean '" + namespace + "." in exc.value.problem
+    assert "<" not in exc.value.problem
+
+
+def test_known_keys_like_fills_placeholders_from_the_key() -> None:
+    assert "systems.kafka.samza.factory" in known_keys_like("systems.kafka.samza.factroy")
+    assert "serializers.registry.foo.class" in known_keys_like("serializers.registry.foo.klass")
+    assert known_keys_like("metrics.x") == ["metrics.log.interval.ms"]
+
+
+@pytest.mark.parametrize(
+    ("key", "meant"),
+    [
+        ("window.ms", "task.window.ms"),
+        ("container.thread.pool.size", "job.container.thread.pool.size"),
+        ("samza.msg.serde", "streams.<id>.samza.msg.serde"),
+        ("lines.samza.msg.serde", "streams.lines.samza.msg.serde"),
+        ("taks.window.ms", "task.window.ms"),
+    ],
+)
+def test_a_free_key_that_looks_like_a_samzamp_key_is_a_warning(key: str, meant: str) -> None:
+    warnings = _warnings_of(**{key: "1000"})
+    assert list(warnings) == [key]
+    assert "the task's own setting" in warnings[key]
+    assert repr(meant) in warnings[key]
+
+
+@pytest.mark.parametrize("key", ["word-count.output", "test.record.dir", "myapp.threshold", "enrich.url", "debug"])
+def test_the_task_s_own_keys_are_accepted_without_a_word(key: str) -> None:
+    assert _warnings_of(**{key: "x"}) == {}
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "fragment"),
+    [
+        ("task.window.ms", 0, "must be -1 (off) or >= 1"),
+        ("task.window.ms", -5, "must be -1 (off) or >= 1"),
+        ("job.container.thread.pool.size", 1_000_000, "<= 256"),
+        ("job.container.worker.batch.size", 10**6, "<= 65536"),
+        ("task.fetch.threshold", 10**9, "<= 10000000"),
+        ("task.commit.ms", 2**40, "<= 2147483647"),
+        ("task.max.concurrency", 10**6, "<= 65536"),
+        ("task.poll.interval.ms", 3_600_000, "<= 60000"),
+        ("task.checkpoint.replication.factor", 40000, "<= 32767"),
+        ("streams.lines.partitions", 10**7, "<= 100000"),
+    ],
+)
+def test_numbers_out_of_bounds_name_the_key_and_the_bound(key: str, value: Any, fragment: str) -> None:
+    with pytest.raises(ConfigError) as exc:
+        validate(_with(**{key: value}))
+    _assert_names_key(exc, key)
+    assert fragment in exc.value.problem
+
+
+def test_window_ms_minus_one_and_positive_are_accepted() -> None:
+    assert validate(_with(**{"task.window.ms": -1})).task.window_ms == -1
+    assert validate(_with(**{"task.window.ms": 1})).task.window_ms == 1
+
+
+def test_lmdb_map_size_up_to_one_tib() -> None:
+    assert validate(Config({**MINIMAL, **STORE, "stores.counts.lmdb.map.size": 1 << 40})).stores["counts"]
+    with pytest.raises(ConfigError) as exc:
+        validate(Config({**MINIMAL, **STORE, "stores.counts.lmdb.map.size": 2**62}))
+    _assert_names_key(exc, "stores.counts.lmdb.map.size")
+    assert "<= 1099511627776" in exc.value.problem
+
+
+@pytest.mark.parametrize(
+    "store_keys",
+    [
+        {"stores.counts.key.serde": "string"},
+        {"stores.counts.changelog": "kafka.counts-log", "stores.counts.msg.serde": "long"},
+        {"stores.counts.lmdb.map.size": 1 << 20},
+    ],
+)
+def test_a_store_without_factory_is_an_error_naming_its_factory(store_keys: dict[str, Any]) -> None:
+    with pytest.raises(ConfigError) as exc:
+        validate(_with(**store_keys))
+    _assert_names_key(exc, "stores.counts.factory")
+
+
+def test_samza_s_global_store_keys_make_no_store() -> None:
+    settings = validate(_with(**{"stores.backup.factories": "x.BlobStoreStateBackendFactory"}))
+    assert settings.stores == {}
+    assert [w.key for w in settings.warnings] == ["stores.backup.factories"]
+
+
+def test_samza_s_rocksdb_factory_is_refused_with_what_to_do() -> None:
+    with pytest.raises(ConfigError) as exc:
+        validate(
+            Config(
+                {
+                    **MINIMAL,
+                    **STORE,
+                    "stores.counts.factory": "org.apache.samza.storage.kv.RocksDbKeyValueStorageEngineFactory",
+                }
+            )
+        )
+    _assert_names_key(exc, "stores.counts.factory")
+    assert "LMDB" in exc.value.problem
+    assert "lmdb" in exc.value.problem
+
+
+@pytest.mark.parametrize(
+    ("factory", "serde"),
+    [
+        ("org.apache.samza.serializers.JsonSerdeFactory", "JsonSerde"),
+        ("org.apache.samza.serializers.StringSerdeFactory", "StringSerde"),
+        ("org.apache.samza.serializers.LongSerdeFactory", "LongSerde"),
+        ("org.apache.samza.serializers.IntegerSerdeFactory", "IntegerSerde"),
+        ("org.apache.samza.serializers.ByteSerdeFactory", "BytesSerde"),
+    ],
+)
+def test_samza_s_builtin_serde_factories_map_to_samzamp_s(factory: str, serde: str) -> None:
+    settings = validate(_with(**{"serializers.registry.mine.class": factory, "streams.lines.samza.msg.serde": "mine"}))
+    assert settings.serializers["mine"] == f"samzamp.serde.registry:{serde}"
+    assert settings.warnings == ()
+
+
+def test_a_java_serde_factory_is_refused() -> None:
+    with pytest.raises(ConfigError) as exc:
+        validate(_with(**{"serializers.registry.ser.class": "org.apache.samza.serializers.SerializableSerdeFactory"}))
+    _assert_names_key(exc, "serializers.registry.ser.class")
+    assert "Java" in exc.value.problem
+
+
+def test_job_name_and_id_default_to_app_name_and_id() -> None:
+    values = {k: v for k, v in MINIMAL.items() if k != "job.name"}
+    settings = validate(Config({**values, "app.name": "wc-app", "app.id": "7"}))
+    assert (settings.name, settings.id) == ("wc-app", "7")
+    assert settings.checkpoint_topic == checkpoint_topic_name("wc-app", "7")
+
+
+@pytest.mark.parametrize(("key", "value"), [("app.name", "other"), ("app.id", "2")])
+def test_app_name_or_id_disagreeing_with_the_job_s_is_an_error(key: str, value: str) -> None:
+    with pytest.raises(ConfigError) as exc:
+        validate(_with(**{key: value, "job.id": "1"}))
+    _assert_names_key(exc, key)
+
+
+def test_system_default_topic_configs_reach_every_stream_under_the_stream_s_own() -> None:
+    settings = validate(
+        _with(
+            **{
+                "systems.kafka.default.stream.retention.ms": 1000,
+                "systems.kafka.default.stream.cleanup.policy": "delete",
+                "streams.lines.cleanup.policy": "compact",
+            }
+        )
+    )
+    stream = settings.stream(SystemStream("kafka", "lines"))
+    assert stream.topic_configs == {"retention.ms": "1000", "cleanup.policy": "compact"}
+
+
+def test_every_key_samzamp_reads_is_in_the_readme_table() -> None:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    missing = [s.pattern for s in KEYS if f"| `{s.pattern}` |" not in readme]
+    assert missing == []
+
+
+def test_no_key_is_both_samzamp_s_and_one_samzamp_ignores() -> None:
+    for spec in KEYS:
+        concrete = spec.pattern.replace("<s>", "kafka").replace("<id>", "lines").replace("<name>", "counts")
+        assert samza_key(concrete) is None, spec.pattern
+
+
+def test_a_stream_of_an_unknown_system_is_an_error() -> None:
+    # It would be skipped when samzamp creates streams, and never found as an input's settings.
+    with pytest.raises(ConfigError) as exc:
+        validate(_with(**{"streams.out.samza.system": "kafak", "streams.out.partitions": 4}))
+    _assert_names_key(exc, "streams.out.samza.system")
+    assert "'kafak'" in exc.value.problem
+
+
+def test_the_only_system_is_the_default_of_streams_changelogs_and_checkpoints() -> None:
+    # Without it, a [streams.lines] table of a job without job.default.system applied to no topic.
+    settings = validate(
+        _with(
+            **{
+                "streams.lines.partitions": 3,
+                "stores.counts.factory": "lmdb",
+                "stores.counts.changelog": "counts-log",
+                "stores.counts.key.serde": "string",
+                "stores.counts.msg.serde": "long",
+            }
+        )
+    )
+    assert settings.default_system == "kafka"
+    assert settings.stream(SystemStream("kafka", "lines")).partitions == 3
+    assert settings.stores["counts"].changelog == SystemStream("kafka", "counts-log")
+
+
+def test_a_stream_table_that_names_no_system_among_several_is_an_error() -> None:
+    with pytest.raises(ConfigError) as exc:
+        validate(
+            _with(
+                **{
+                    "systems.other.samza.factory": "kafka",
+                    "task.checkpoint.system": "kafka",
+                    "streams.lines.partitions": 3,
+                }
+            )
+        )
+    _assert_names_key(exc, "streams.lines.samza.system")

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import gc
+import os
+import stat
 from pathlib import Path
 
+import psutil
 import pytest
 
 from samzamp.serde.registry import SerdeRegistry
+from samzamp.storage import store as store_module
 from samzamp.storage.dirs import StoreLockedError, lock_store_dir, store_dir, unlock_store_dir
-from samzamp.storage.lmdb import LmdbEngine
+from samzamp.storage.lmdb import LmdbEngine, MapFullWhileReadingError
 from samzamp.storage.offset_file import OFFSET_FILE, read_offset_file, write_offset_file
 from samzamp.storage.store import LmdbKeyValueStore
 
@@ -120,3 +125,171 @@ def test_store_dir_layout_and_lock(tmp_path: Path) -> None:
         lock_store_dir(d)
     unlock_store_dir(fd)
     unlock_store_dir(lock_store_dir(d))
+
+
+def test_offset_file_rename_is_made_durable_by_an_fsync_of_its_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    synced: list[os.stat_result] = []
+    real_fsync = os.fsync
+
+    def recording_fsync(fd: int) -> None:
+        synced.append(os.fstat(fd))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", recording_fsync)
+    write_offset_file(tmp_path, "kafka.log.0", 5)
+    here = tmp_path.stat()
+    assert [(s.st_dev, s.st_ino) for s in synced if stat.S_ISDIR(s.st_mode)] == [(here.st_dev, here.st_ino)]
+    assert synced[-1].st_ino == here.st_ino  # after the file's own fsync and the rename
+
+
+# -- streaming iterators ---------------------------------------------------------------------------
+
+
+def _filled(path: Path, n: int, map_size: int = 64 << 20) -> LmdbKeyValueStore:
+    engine = LmdbEngine(path, map_size=map_size, sync=False)
+    engine.apply([(f"k{i:05d}".encode(), i.to_bytes(8, "big")) for i in range(n)], 0)
+    return LmdbKeyValueStore("s", engine, SERDES.get("string", "k"), SERDES.get("long", "v"), None)
+
+
+def test_an_open_iterator_sees_the_store_as_of_its_opening_while_the_task_writes(tmp_path: Path) -> None:
+    s = _filled(tmp_path, 6)
+    s.put("k00002", 200)  # buffered before the iterator opens: seen
+    s.delete("k00003")
+    seen = []
+    with s.all() as it:
+        for k, v in it:
+            seen.append((k, v))
+            # Writes while iterating (ahead of and behind the cursor) are allowed and not seen by it.
+            s.put("k00004", -4)
+            s.delete("k00005")
+            s.put("k00000", -1)
+            s.put("k00009", 9)
+    assert seen == [("k00000", 0), ("k00001", 1), ("k00002", 200), ("k00004", 4), ("k00005", 5)]
+    with s.all() as it:
+        assert list(it) == [("k00000", -1), ("k00001", 1), ("k00002", 200), ("k00004", -4), ("k00009", 9)]
+    s.close()
+
+
+def test_an_iterator_keeps_its_snapshot_across_a_spill(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(store_module, "SPILL_AT", 10)
+    s = _filled(tmp_path, 20)
+    s.put("k00001", 100)  # in the iterator's buffer copy; the spill then moves it into LMDB
+    with s.range("k00000", "k00010") as it:
+        first = next(it)
+        for i in range(30):  # three spills while the iterator is open
+            s.put(f"k{i:05d}", -i)
+        assert s.engine.dirty()  # the spills reached LMDB
+        rest = list(it)
+    assert [first, *rest] == [("k00000", 0), ("k00001", 100), *((f"k{i:05d}", i) for i in range(2, 10))]
+    assert s.get("k00007") == -7
+    s.close()
+
+
+def test_iterator_close_is_idempotent_and_use_after_close_says_so(tmp_path: Path) -> None:
+    s = _filled(tmp_path, 5)
+    it = s.all()
+    assert next(it) == ("k00000", 0)
+    it.close()
+    it.close()
+    with pytest.raises(ValueError, match="store 's': this iterator is closed"):
+        next(it)
+    assert s.engine.readers_open() == 0
+    with s.range("k00003", "k00099") as it:
+        assert list(it) == [("k00003", 3), ("k00004", 4)]
+    assert s.engine.readers_open() == 0  # a fully read iterator releases its transaction at once
+    s.close()
+
+
+def test_engine_refuses_to_grow_its_map_under_an_open_reader_unless_told_to_close_it(tmp_path: Path) -> None:
+    engine = LmdbEngine(tmp_path, map_size=64 * 1024)
+    reader = engine.reader()
+    big = [(f"k{i:05d}".encode(), b"x" * 1000) for i in range(200)]
+    with pytest.raises(MapFullWhileReadingError):
+        engine.apply(big, None)
+    assert engine.count() == 0  # nothing of the batch was written
+    engine.apply(big, 1, invalidate_readers=True)
+    assert engine.count() == 200
+    assert not reader.open
+    with pytest.raises(ValueError, match="had to grow"):
+        list(reader.entries(None, None))
+    engine.close()
+
+
+def test_a_spill_that_needs_a_bigger_map_waits_for_open_iterators(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(store_module, "SPILL_AT", 50)
+    s = _filled(tmp_path, 10, map_size=64 * 1024)
+    blob = "x" * 2000
+    strings = LmdbKeyValueStore("t", s.engine, SERDES.get("string", "k"), SERDES.get("string", "v"), None)
+    with strings.all() as it:
+        assert next(it)[0] == "k00000"
+        for i in range(200):  # ~400 KB into a 64 KiB map: the spill must wait
+            strings.put(f"b{i:05d}", blob)
+        assert len(list(it)) == 9  # still its snapshot, still readable
+    assert s.engine.count() == 10  # nothing spilled while the iterator was open
+    strings.put("b99999", blob)  # the next write spills (and grows the map)
+    assert s.engine.count() == 211
+    assert strings.get("b00123") == blob
+    s.close()
+
+
+def test_a_commit_that_must_grow_the_map_closes_iterators_left_open(tmp_path: Path) -> None:
+    s = _filled(tmp_path, 10, map_size=64 * 1024)
+    leaked = s.all()
+    assert next(leaked) == ("k00000", 0)
+    for i in range(200):
+        s.put(f"z{i:05d}", i)
+    s.put_all([(f"y{i:05d}-{'p' * 500}", i) for i in range(200)])
+    s.commit(3)
+    assert s.engine.count() == 410
+    with pytest.raises(ValueError, match="had to grow .* at a commit while it was open"):
+        next(leaked)
+    s.close()
+
+
+def _memory() -> tuple[int, int]:
+    """(RSS, anonymous resident memory) of this process in bytes; the second is 0 where unknown."""
+    anon = 0
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("RssAnon:"):
+                    anon = int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return psutil.Process().memory_info().rss, anon
+
+
+def test_all_over_two_million_keys_streams_in_bounded_memory(tmp_path: Path) -> None:
+    n = 2_000_000
+    engine = LmdbEngine(tmp_path, sync=False)
+    for b in range(0, n, 200_000):
+        engine.apply([(i.to_bytes(4, "big"), i.to_bytes(4, "big")) for i in range(b, b + 200_000)], 0)
+    s = LmdbKeyValueStore("big", engine, SERDES.get("integer", "k"), SERDES.get("integer", "v"), None)
+    s.put(n, n)  # one buffered entry, merged at the end
+    gc.collect()
+    rss0, anon0 = _memory()
+    peak_rss, peak_anon = rss0, anon0
+    count = 0
+    total = 0
+    last = None
+    with s.all() as it:
+        for k, v in it:
+            last = k
+            count += 1
+            total += v
+            if not count & 0x3FFFF:  # sample every 262144 entries
+                rss, anon = _memory()
+                peak_rss, peak_anon = max(peak_rss, rss), max(peak_anon, anon)
+        rss, anon = _memory()
+        peak_rss, peak_anon = max(peak_rss, rss), max(peak_anon, anon)
+    assert (count, total, last) == (n + 1, n * (n + 1) // 2, n)
+    # RSS includes the data file's pages as they are mapped in (~35 MB here: page cache, not heap);
+    # anonymous memory is what the iteration itself allocates.
+    assert peak_rss - rss0 < 50 << 20, f"RSS grew by {(peak_rss - rss0) >> 20} MB"
+    if anon0:
+        assert peak_anon - anon0 < 10 << 20, f"anonymous memory grew by {(peak_anon - anon0) >> 20} MB"
+    s.close()

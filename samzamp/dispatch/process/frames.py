@@ -187,7 +187,7 @@ class DrainDone(_Frame):
 class CommitReady(_Frame):
     task: int
     errors: list[str]  # outputs that could not be delivered (the loop decides: drop or fail)
-    markers: dict[str, str]  # per store: newest changelog offset (issue 4)
+    markers: dict[str, str]  # per store: newest changelog offset
 
 
 class Failed(_Frame):

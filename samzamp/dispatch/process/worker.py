@@ -40,7 +40,7 @@ from samzamp.api.task import (
     WindowableTask,
 )
 from samzamp.collect.collector import TaskCollector
-from samzamp.config import load_config, validate
+from samzamp.config import Config, validate
 from samzamp.config.validate import load_task_class
 from samzamp.container.coordinator import ReadableCoordinator
 from samzamp.container.gc_freeze import freeze_start_up
@@ -105,7 +105,9 @@ class Worker:
         self.from_worker = attach_ring(spec.from_worker)
         self.rx = self.to_worker.receiver()
         self.tx = self.from_worker.sender()
-        self.settings = validate(load_config(None, spec.config))
+        # The container's config as it loaded it: ${NAME} references are resolved already, and a
+        # literal ${ (written $${) must stay literal, so it is not interpolated again.
+        self.settings = validate(Config(spec.config))
         self.serdes = StreamSerdes(self.settings)
         self.producers: dict[str, SystemProducer] = {}
         self.changelogs: dict[str, ChangelogProducer] = {}
@@ -124,17 +126,20 @@ class Worker:
 
     # -- set-up -------------------------------------------------------------------------------
     def start(self) -> None:
-        from samzamp.systems.kafka import KafkaSystemProducer
+        from samzamp.systems.kafka import KafkaClientSettings, KafkaSystemProducer
         from samzamp.systems.kafka.changelog import changelog_producers
 
-        for name, s in self.settings.systems.items():
+        st = self.settings
+        kafka: dict[str, KafkaClientSettings] = {}
+        for name, s in st.systems.items():
             if s.factory != "kafka":
                 msg = f"system {name!r} is in-memory; worker processes can only reach Kafka systems"
                 raise SystemFailureError(msg)
-            self.producers[name] = KafkaSystemProducer(name, str(s.bootstrap_servers), s.producer)
+            # The container resolved bootstrap.servers (maybe to its embedded broker) for the workers.
+            kafka[name] = KafkaClientSettings.of(st.name, st.id, s, str(s.bootstrap_servers), f"worker-{self.index}")
+            self.producers[name] = KafkaSystemProducer(kafka[name])
         task_class = load_task_class(self.settings.task.task_class)
-        bootstrap = {n: str(s.bootstrap_servers) for n, s in self.settings.systems.items()}
-        self.changelogs = changelog_producers(self.settings, bootstrap)
+        self.changelogs = changelog_producers(self.settings, kafka)
         for ts in self.spec.tasks:
             task = task_class()
             collector = TaskCollector(
@@ -148,7 +153,7 @@ class Worker:
             wt = WorkerTask(ts, task, collector, self.serdes, self.settings)
             stores: dict[str, Any] = {}
             if self.settings.stores:
-                wt.storage = TaskStorage(ts.name, self.settings, ts.changelog_partition, bootstrap, self.changelogs)
+                wt.storage = TaskStorage(ts.name, self.settings, ts.changelog_partition, kafka, self.changelogs)
                 collector.producers_used.update(wt.storage.producers())  # flushed at commit
                 wt.storage.open(ts.markers)
                 stores = dict(wt.storage.stores)

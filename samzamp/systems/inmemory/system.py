@@ -36,11 +36,14 @@ class InMemoryStreams:
                 self.bounded.add(stream)
             return True
 
-    def append(self, stream: str, partition: int, key: bytes | None, value: bytes | None) -> int:
+    def append(
+        self, stream: str, partition: int, key: bytes | None, value: bytes | None, timestamp: int | None = None
+    ) -> int:
+        """Add a message; ``timestamp`` in ms since the epoch (None: now). Returns its offset."""
         with self.lock:
             log = self.partitions[stream][partition]
             offset = len(log)
-            log.append((offset, key, value, int(time.time() * 1000)))
+            log.append((offset, key, value, int(time.time() * 1000) if timestamp is None else timestamp))
             self.lock.notify_all()
             return offset
 
@@ -97,8 +100,13 @@ class InMemorySystemConsumer:
                     log = self._streams.partitions[ssp.stream][ssp.partition]
                     if nxt < len(log):
                         chunk = log[nxt : nxt + self._batch]
-                        out[ssp] = chunk
                         self._next[ssp] = nxt + len(chunk)
+                        if self._next[ssp] == len(log) and ssp.stream in self._streams.bounded:
+                            # The end comes with the last messages: the loop handles both in one
+                            # slice, so a window timer hardly ever runs between them.
+                            self._ended.add(ssp)
+                            chunk = [*chunk, (END_OF_STREAM, None, None, 0)]
+                        out[ssp] = chunk
                     elif ssp.stream in self._streams.bounded:
                         self._ended.add(ssp)
                         out[ssp] = [(END_OF_STREAM, None, None, 0)]

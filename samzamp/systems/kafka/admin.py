@@ -11,6 +11,7 @@ from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-def
 from samzamp.api.envelope import SystemStreamPartition
 from samzamp.api.errors import SystemFailureError
 from samzamp.systems.base import RawMessage
+from samzamp.systems.kafka.client_config import EOF_READER, KafkaClientSettings, client_config
 from samzamp.systems.kafka.codes import PARTITION_EOF
 
 __all__ = ["KafkaSystemAdmin"]
@@ -19,10 +20,13 @@ log = logging.getLogger(__name__)
 
 
 class KafkaSystemAdmin:
-    def __init__(self, system: str, bootstrap: str) -> None:
-        self._system = system
-        self._bootstrap = bootstrap
-        self._admin = AdminClient({"bootstrap.servers": bootstrap})
+    """Metadata, topic creation and whole-partition reads of one Kafka system."""
+
+    def __init__(self, clients: KafkaClientSettings) -> None:
+        self._clients = clients
+        self._system = clients.system
+        self._bootstrap = clients.bootstrap
+        self._admin = AdminClient(client_config(clients, "admin"))
 
     def partition_counts(self, streams: list[str]) -> dict[str, int]:
         try:
@@ -63,13 +67,12 @@ class KafkaSystemAdmin:
         if not ssps:
             return {}
         consumer = Consumer(
-            {
-                "bootstrap.servers": self._bootstrap,
-                "group.id": "samzamp-end-offsets",
-                "enable.auto.commit": False,
-                "enable.partition.eof": True,
-                "fetch.wait.max.ms": 10,
-            }
+            client_config(
+                self._clients,
+                "end-offsets",
+                defaults={"group.id": "samzamp-end-offsets", "fetch.wait.max.ms": 10},
+                owned=EOF_READER,
+            )
         )
         try:
             tps = []
@@ -101,14 +104,13 @@ class KafkaSystemAdmin:
     def read_all(self, stream: str, partition: int) -> list[RawMessage]:
         """Every message of one partition, oldest to the end (PARTITION_EOF), in offset order."""
         consumer = Consumer(
-            {
-                "bootstrap.servers": self._bootstrap,
-                "group.id": "samzamp-read-all",
-                "enable.auto.commit": False,
-                "enable.partition.eof": True,
+            client_config(
+                self._clients,
+                "metadata-reader",
                 # An empty fetch answers after fetch.wait.max.ms: keep reaching the end quick.
-                "fetch.wait.max.ms": 10,
-            }
+                defaults={"group.id": "samzamp-read-all", "fetch.wait.max.ms": 10},
+                owned=EOF_READER,
+            )
         )
         out: list[RawMessage] = []
         try:

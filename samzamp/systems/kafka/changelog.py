@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
 
 from samzamp.api.errors import SystemFailureError
+from samzamp.systems.kafka.client_config import EOF_READER, KafkaClientSettings, client_config
 from samzamp.systems.kafka.codes import PARTITION_EOF
 from samzamp.systems.kafka.producer import PRODUCER_LINGER_MS
 
@@ -29,18 +30,16 @@ class ChangelogProducer:
     are served by a background thread and by ``flush``.
     """
 
-    def __init__(self, bootstrap: str, user_config: dict[str, Any]) -> None:
-        conf: dict[str, Any] = {
-            "bootstrap.servers": bootstrap,
+    def __init__(self, clients: KafkaClientSettings) -> None:
+        defaults: dict[str, Any] = {
             "linger.ms": PRODUCER_LINGER_MS,
             "enable.idempotence": False,
             "acks": "all",
             "queue.buffering.max.messages": 200000,
         }
-        conf.update({k: v for k, v in user_config.items() if k != "bootstrap.servers"})
-        conf["on_delivery"] = self._on_delivery
-        conf["delivery.report.only.error"] = False
-        self._producer = Producer(conf)
+        # Every delivery report, successful ones too: they are how the acknowledged offsets are learned.
+        owned = {"on_delivery": self._on_delivery, "delivery.report.only.error": False}
+        self._producer = Producer(client_config(clients, "changelog-producer", defaults, owned))
         self._produce = self._producer.produce
         self._newest: dict[tuple[str, int], int] = {}
         self._errors: list[str] = []
@@ -85,26 +84,26 @@ class ChangelogProducer:
         self._thread.join(timeout=2)
 
 
-def changelog_producers(settings: JobSettings, bootstrap: Mapping[str, str]) -> dict[str, ChangelogProducer]:
+def changelog_producers(
+    settings: JobSettings, kafka: Mapping[str, KafkaClientSettings]
+) -> dict[str, ChangelogProducer]:
     """One changelog producer for each system that carries a store's changelog (none: no changelogs)."""
     systems = sorted({st.changelog.system for st in settings.stores.values() if st.changelog is not None})
-    return {s: ChangelogProducer(bootstrap[s], settings.systems[s].producer) for s in systems}
+    return {s: ChangelogProducer(kafka[s]) for s in systems}
 
 
 def read_changelog(
-    bootstrap: str, topic: str, partition: int, start: int, last: int | None
+    clients: KafkaClientSettings, topic: str, partition: int, start: int, last: int | None
 ) -> Iterator[tuple[int, bytes, bytes | None]]:
     """(offset, key, value) of ``topic[partition]`` from ``start`` (-2: the oldest) through ``last``
     inclusive, or to the partition's end when ``last`` is None."""
     consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": "samzamp-changelog-restore",
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-            "fetch.wait.max.ms": 10,
-            "fetch.queue.backoff.ms": 10,
-        }
+        client_config(
+            clients,
+            "changelog-reader",
+            defaults={"group.id": "samzamp-changelog-restore", "fetch.wait.max.ms": 10, "fetch.queue.backoff.ms": 10},
+            owned=EOF_READER,
+        )
     )
     try:
         consumer.assign([TopicPartition(topic, partition, OFFSET_BEGINNING if start < 0 else start)])

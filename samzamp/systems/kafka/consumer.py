@@ -10,6 +10,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartiti
 from samzamp.api.envelope import SystemStreamPartition
 from samzamp.api.errors import SystemFailureError
 from samzamp.systems.base import OLDEST, UPCOMING, RawMessage, StartOffset
+from samzamp.systems.kafka.client_config import ClientKind, KafkaClientSettings, client_config
 from samzamp.systems.kafka.codes import PARTITION_EOF
 
 __all__ = ["KafkaSystemConsumer", "consumer_config"]
@@ -17,12 +18,15 @@ __all__ = ["KafkaSystemConsumer", "consumer_config"]
 log = logging.getLogger(__name__)
 
 
-def consumer_config(bootstrap: str, group_id: str, user: dict[str, Any]) -> dict[str, Any]:
-    conf: dict[str, Any] = {
-        "bootstrap.servers": bootstrap,
+def consumer_config(
+    clients: KafkaClientSettings, kind: ClientKind, group_id: str, owned: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """An input consumer's settings: samzamp's consumer defaults, the system's blocks, then ``owned``.
+
+    Offsets are samzamp's (its checkpoints): the consumer never commits or stores one.
+    """
+    defaults: dict[str, Any] = {
         "group.id": group_id,  # never joined (assign only); librdkafka wants one
-        "enable.auto.commit": False,
-        "enable.auto.offset.store": False,
         "auto.offset.reset": "earliest",  # a checkpoint past retention resumes at the oldest message
         "fetch.wait.max.ms": 50,
         # librdkafka waits 1 s by default before fetching again once its queue was full: a stall for a
@@ -30,18 +34,17 @@ def consumer_config(bootstrap: str, group_id: str, user: dict[str, Any]) -> dict
         "fetch.queue.backoff.ms": 10,
         "queued.max.messages.kbytes": 16384,
     }
-    conf.update({k: v for k, v in user.items() if k != "bootstrap.servers"})
-    return conf
+    return client_config(
+        clients, kind, defaults, {"enable.auto.commit": False, "enable.auto.offset.store": False, **(owned or {})}
+    )
 
 
 class KafkaSystemConsumer:
     """One librdkafka consumer for every SSP of one system in this container."""
 
-    def __init__(
-        self, system: str, bootstrap: str, group_id: str, user_config: dict[str, Any], batch: int = 2000
-    ) -> None:
-        self._system = system
-        self._consumer = Consumer(consumer_config(bootstrap, group_id, user_config))
+    def __init__(self, clients: KafkaClientSettings, group_id: str, batch: int = 2000) -> None:
+        self._system = clients.system
+        self._consumer = Consumer(consumer_config(clients, "consumer", group_id))
         self._starts: dict[SystemStreamPartition, StartOffset] = {}
         self._ssp_of: dict[tuple[str, int], SystemStreamPartition] = {}
         self._by_partition: dict[int, SystemStreamPartition] | None = None

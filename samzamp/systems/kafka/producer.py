@@ -12,6 +12,7 @@ from confluent_kafka import KafkaError, Producer
 
 from samzamp.api.errors import SystemFailureError
 from samzamp.systems.base import KeyedSend
+from samzamp.systems.kafka.client_config import ClientKind, KafkaClientSettings, client_config
 
 __all__ = ["KafkaSystemProducer", "murmur2_partition"]
 
@@ -64,9 +65,8 @@ class KafkaSystemProducer:
     durable from ``flush`` (every queued message acknowledged or failed) and ``take_errors``.
     """
 
-    def __init__(self, system: str, bootstrap: str, user_config: dict[str, Any]) -> None:
-        conf: dict[str, Any] = {
-            "bootstrap.servers": bootstrap,
+    def __init__(self, clients: KafkaClientSettings, kind: ClientKind = "producer") -> None:
+        defaults: dict[str, Any] = {
             "linger.ms": PRODUCER_LINGER_MS,
             "partitioner": "murmur2_random",  # the Java client's placement of keyed messages
             "enable.idempotence": False,
@@ -74,9 +74,8 @@ class KafkaSystemProducer:
             "queue.buffering.max.messages": 200000,
             "delivery.report.only.error": True,
         }
-        conf.update({k: v for k, v in user_config.items() if k != "bootstrap.servers"})
-        conf["on_delivery"] = self._on_delivery
-        self._system = system
+        conf = client_config(clients, kind, defaults, {"on_delivery": self._on_delivery})
+        system = self._system = clients.system
         self._errors: list[str] = []
         self._producer = Producer(conf)
         self._produce = self._producer.produce

@@ -1,0 +1,129 @@
+"""The settings of every Kafka client samzamp creates, built in one place: ``client_config``.
+
+A client's settings, lowest precedence first:
+
+1. samzamp's defaults for that client (the ``defaults`` its module passes, e.g. linger.ms = 50);
+2. ``systems.<s>.kafka.*``: settings every client of the system needs (security.protocol, sasl.*,
+   ssl.*, client.rack, ...);
+3. ``systems.<s>.consumer.*`` for a consumer, ``systems.<s>.producer.*`` for a producer (Samza's
+   keys); an admin client gets neither (librdkafka warns about consumer or producer properties
+   given to an admin client);
+4. what samzamp owns: ``bootstrap.servers`` (resolved once per system, see
+   ``samzamp.config.settings``, so every client of a system reaches the same cluster) and the
+   settings the client's code relies on (the ``owned`` its module passes, e.g. enable.auto.commit =
+   false, enable.partition.eof = true where the end of a partition is found by its EOF event). A
+   user value replaced by an owned one is logged once as a warning.
+
+Each client kind gets a descriptive default ``client.id``, ``samzamp-<job.name>-<job.id>[-<process>]-<kind>``
+(process: ``worker-<n>``, ``drain``, ``offline``), which a ``client.id`` in the blocks above replaces.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from samzamp.config.config import redacted
+
+if TYPE_CHECKING:
+    from samzamp.config.settings import SystemSettings
+
+__all__ = ["EOF_READER", "ClientKind", "KafkaClientSettings", "client_config"]
+
+log = logging.getLogger(__name__)
+
+# Owned by every reader that finds a partition's end by its EOF event; none commits an offset
+# (the only record of progress is samzamp's checkpoint).
+EOF_READER: Mapping[str, Any] = {"enable.auto.commit": False, "enable.partition.eof": True}
+
+ClientKind = Literal[
+    "consumer",  # a container's input consumer
+    "producer",  # task outputs (container and workers); samzamp-drain's coordinator-stream writes
+    "checkpoint-producer",  # checkpoints and the container's coordinator-stream writes
+    "admin",  # topic metadata and creation
+    "end-offsets",  # exact high watermarks of inputs that start at the upcoming message
+    "metadata-reader",  # reads the checkpoint topic and the coordinator stream
+    "changelog-producer",  # store changes
+    "changelog-reader",  # store restore and trim; offline jobs' changelog reads
+    "changelog-writer",  # offline compaction's writes to a new topic
+]
+
+_ROLE: dict[str, str | None] = {
+    "consumer": "consumer",
+    "end-offsets": "consumer",
+    "metadata-reader": "consumer",
+    "changelog-reader": "consumer",
+    "producer": "producer",
+    "checkpoint-producer": "producer",
+    "changelog-producer": "producer",
+    "changelog-writer": "producer",
+    "admin": None,
+}
+
+
+@dataclass(frozen=True)
+class KafkaClientSettings:
+    """How every client of one Kafka system is configured; plain values, so it crosses to worker
+    processes and Spark executors. Build clients' dicts with ``client_config``, never by hand."""
+
+    system: str
+    bootstrap: str
+    client_id_prefix: str  # samzamp-<job.name>-<job.id>[-<process>]
+    # Not in the repr: they may hold secrets (sasl.password).
+    common: Mapping[str, Any] = field(default_factory=dict, repr=False)  # systems.<s>.kafka.*
+    consumer: Mapping[str, Any] = field(default_factory=dict, repr=False)  # systems.<s>.consumer.*
+    producer: Mapping[str, Any] = field(default_factory=dict, repr=False)  # systems.<s>.producer.*
+
+    @classmethod
+    def of(
+        cls, job: str, job_id: str, system: SystemSettings, bootstrap: str, process: str = ""
+    ) -> KafkaClientSettings:
+        """The client settings of ``system`` for job ``job``-``job_id``, reaching
+        ``bootstrap`` (the system's resolved bootstrap.servers, or the embedded broker's address);
+        ``process`` names where the clients live in their client.id (e.g. ``worker-0``)."""
+        prefix = f"samzamp-{job}-{job_id}" + (f"-{process}" if process else "")
+        return cls(system.name, bootstrap, prefix, dict(system.kafka), dict(system.consumer), dict(system.producer))
+
+
+_warned: set[tuple[str, str, str]] = set()
+
+
+def client_config(
+    settings: KafkaClientSettings,
+    kind: ClientKind,
+    defaults: Mapping[str, Any] | None = None,
+    owned: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The librdkafka settings of one ``kind`` of client, in the precedence the module docstring gives."""
+    role = _ROLE[kind]
+    conf: dict[str, Any] = {"client.id": f"{settings.client_id_prefix}-{kind}"}
+    conf.update(defaults or {})
+    layers: list[tuple[str, Mapping[str, Any]]] = [("kafka", settings.common)]
+    if role == "consumer":
+        layers.append(("consumer", settings.consumer))
+    elif role == "producer":
+        layers.append(("producer", settings.producer))
+    user: dict[str, str] = {}  # key -> the config key it came from
+    for block, values in layers:
+        for k, v in values.items():
+            if k == "bootstrap.servers":
+                continue  # resolved once per system: settings.bootstrap
+            conf[k] = v
+            user[k] = f"systems.{settings.system}.{block}.{k}"
+    for k, v in (owned or {}).items():
+        if k in user and _text(conf[k]) != _text(v) and (user[k], kind, k) not in _warned:
+            _warned.add((user[k], kind, k))
+            log.warning("%s is not used by the %s client: samzamp needs %s = %s there", user[k], kind, k, _text(v))
+        conf[k] = v
+    conf["bootstrap.servers"] = settings.bootstrap
+    if log.isEnabledFor(logging.DEBUG):
+        log.debug("kafka %s client of system %r: %s", kind, settings.system, redacted(conf))
+    return conf
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value).strip().lower()
