@@ -111,6 +111,20 @@ class SyncSpanTask(StreamTask, _SpanRecorder):
         self.record(f"P {t0} {time.monotonic_ns()}")
 
 
+class SlowSpanTask(StreamTask, _SpanRecorder):
+    """SyncSpanTask with test.process.ms (sleeping) per message: a task whose time per message the
+    loop has to learn, and may see jump (from 0 at start)."""
+
+    def init(self, context) -> None:
+        super().init(context)
+        self._process_s = float(context.config.get("test.process.ms", 15)) / 1000
+
+    def process(self, envelope, collector, coordinator) -> None:
+        t0 = time.monotonic_ns()
+        time.sleep(self._process_s)
+        self.record(f"P {t0} {time.monotonic_ns()}")
+
+
 class AsyncSpanTask(AsyncStreamTask, _SpanRecorder):
     async def process_async(self, envelope, collector, coordinator) -> None:
         t0 = time.monotonic_ns()
