@@ -10,12 +10,16 @@ commit, with ``TaskState`` deciding what may run. Underneath:
 - messages are sent ahead so the worker never waits for the loop, but only about
   ``frames.IN_FLIGHT_TARGET_NS`` of work ahead per worker, shared by its tasks (at least
   ``frames.TASK_MIN_SHARE_NS`` each; from each task's measured time per message, capped at
-  ``in_flight_limit``): window, commit and end of stream wait until nothing is in flight (the
-  seeds' exclusion rules), so a deeper queue would delay them;
+  ``in_flight_limit``);
 - a message whose process() asks for a commit or shutdown ends its batch: the worker skips the rest of
   that *epoch*, and the loop takes every message still in flight back (to the front of the task's
   pending queue) and sends it again under the next epoch once the request was served. So a request
   is served right after its message, as it is inline;
+- window, commit and shutdown wait until nothing of the task is in flight (the seeds' exclusion
+  rules). When one is due while messages are in flight, ``make_way`` asks the worker to yield: it
+  stops at its next report and the rest is taken back the same way. So the wait is bounded by one
+  report interval of work, not by how much was sent ahead (a whole batch before the task's first
+  measurement, or far more than the target after it suddenly slowed down);
 - window, end of stream, drain and commit are frames too; the worker answers each, in order.
 """
 
@@ -71,6 +75,7 @@ class RemoteTaskInstance(TaskBase):
         self._batch: list[tuple[int, RawMessage]] = []
         self._in_flight: deque[tuple[SystemStreamPartition, RawMessage]] = deque()
         self._epoch = 0
+        self._yielding_epoch = -1  # the epoch the worker was asked to yield
         self._on_ready = on_ready
         self._on_requests = on_requests
         self._on_dirty = on_dirty
@@ -131,6 +136,10 @@ class RemoteTaskInstance(TaskBase):
             self._processed(frame)
         elif isinstance(frame, f.Requested):
             self._requested(frame)
+        elif isinstance(frame, f.Yielded):
+            if frame.epoch == self._epoch:  # else a request of that epoch took everything back already
+                self._take_back()
+            self._on_ready(self)
         elif isinstance(frame, f.WindowDone):
             self.m_window_calls.count += 1
             self.m_window_ns.update(frame.busy_ns)
@@ -186,20 +195,39 @@ class RemoteTaskInstance(TaskBase):
         self._on_ready(self)
 
     def _requested(self, frame: f.Requested) -> None:
-        # Everything still in flight (sent or not) goes back to the front of the queue, in order;
-        # the worker skips what it still gets of this epoch.
-        taken_back = list(self._in_flight)
-        self._in_flight.clear()
-        self._batch = []
-        self._epoch += 1
-        self.state.messages_in_flight -= len(taken_back)
-        self.m_process_calls.count -= len(taken_back)
-        self.state.pending.extendleft(reversed(taken_back))
-        self.state.redo += len(taken_back)
+        self._take_back()
         self._on_requests(
             self, ReadableCoordinator.from_flags(frame.commit, frame.commit_all, frame.shutdown, frame.shutdown_all)
         )
         self._on_ready(self)
+
+    def _take_back(self) -> None:
+        """The worker skips the rest of this epoch: everything still in flight (sent or not) goes back
+        to the front of the queue, in order, to be sent again under the next epoch."""
+        self._give_back(list(self._in_flight))
+        self._in_flight.clear()
+        self._batch = []
+        self._epoch += 1
+
+    def _give_back(self, messages: list[tuple[SystemStreamPartition, RawMessage]]) -> None:
+        self.state.messages_in_flight -= len(messages)
+        self.m_process_calls.count -= len(messages)
+        self.state.pending.extendleft(reversed(messages))
+        self.state.redo += len(messages)
+
+    def make_way(self) -> None:
+        """A window, commit or shutdown of this task is due and waits for its messages in flight: keep
+        back what was not sent yet, and ask the worker to stop at its next report and yield the rest
+        (``Yielded`` takes it back). Once per epoch."""
+        unsent = len(self._batch)
+        if unsent:
+            self._batch = []
+            kept = [self._in_flight.pop() for _ in range(unsent)]
+            kept.reverse()
+            self._give_back(kept)
+        if self.state.messages_in_flight and self._yielding_epoch != self._epoch:
+            self._yielding_epoch = self._epoch
+            self._pool.send(self.worker, f.encode(f.Yield(self._index, self._epoch)))
 
     # -- window, end of stream, commit ----------------------------------------------------------
     def start_window(self, done: Callable[[Any, ReadableCoordinator | None], None]) -> None:

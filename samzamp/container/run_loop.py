@@ -7,6 +7,8 @@ a timer) or task.max.idle.ms.
 
 Per task, ``TaskState.next_op`` decides what may run (commit > window > end-of-stream > drain >
 process); window and commit timers only raise flags, so they never run concurrently with process.
+A due window, commit or shutdown waits for the task's messages in flight; the task is asked to
+``make_way`` meanwhile, so that work sent ahead to a worker does not hold it back.
 
 End of stream: once every input of a task ended (bounded inputs) and nothing of it is queued or in
 flight, its END_OF_STREAM op runs ``on_end_of_stream`` (then the task votes to shut down). With
@@ -81,6 +83,10 @@ class RunLoopTask(Protocol):
     def start_drain(self, done: Callable[[Any, ReadableCoordinator], None]) -> None: ...
 
     def enter_drain_mode(self, callback_timeout_ms: int) -> None: ...
+
+    def make_way(self) -> None:
+        """A window, commit or shutdown of the task is due and waits for its messages in flight:
+        cut that wait short where the task can (a worker yields what it has not started)."""
 
     async def prepare_commit(self) -> tuple[dict[SystemStreamPartition, int], dict[str, str]]: ...
 
@@ -355,7 +361,15 @@ class RunLoop:
                 self._start_last_hook(ti, ti.start_drain, self.drain_done)
                 return
             else:
+                if st.waits_for_in_flight():
+                    self._make_way(ti)
                 return
+
+    def _make_way(self, ti: RunLoopTask) -> None:
+        try:
+            ti.make_way()
+        except BaseException as e:
+            self.abort(e)
 
     def _final_window(self, ti: RunLoopTask) -> bool:
         """Before a task's last hook (end of stream, drain): flag one more window() for a windowable
@@ -523,6 +537,8 @@ class RunLoop:
         for ti in self.tasks:
             ti.state.stopping = True
             ti.state.need_window = False
+            if ti.state.waits_for_in_flight():
+                self._make_way(ti)
         deadline = self._clock() + self._settings.shutdown_ms / 1000
         while self.error is None:
             while self._ready:

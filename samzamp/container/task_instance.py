@@ -311,6 +311,10 @@ class TaskInstance(TaskBase):
     def start_drain(self, done: Callable[[TaskInstance, ReadableCoordinator], None]) -> None:
         done(self, self.on_drain())
 
+    def make_way(self) -> None:
+        """Nothing to hurry: a sync task's process() returns before the loop goes on, and an async
+        task's callbacks are bounded by task.callback.timeout.ms."""
+
     async def prepare_commit(self) -> tuple[dict[SystemStreamPartition, int], dict[str, str]]:
         """Commit steps 1-4 (before_commit, offsets, flush producers, flush stores) where the task runs."""
         return await pipeline.prepare_local_commit(self)

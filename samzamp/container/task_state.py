@@ -96,6 +96,10 @@ class TaskState:
         loop may hand the task a message straight from the chooser."""
         return not self.pending and self._may_process()
 
+    def waits_for_in_flight(self) -> bool:
+        """A commit, window or stop is due and waits for messages of the task still in flight."""
+        return self.messages_in_flight > 0 and (self.need_commit or self.need_window or self.stopping)
+
     @property
     def idle(self) -> bool:
         return (

@@ -4,6 +4,7 @@ and reads a reply as coming after them)."""
 
 from __future__ import annotations
 
+from collections import deque
 from typing import Any
 
 import pytest
@@ -38,6 +39,7 @@ def _worker(batch_size: int = 256) -> tuple[Worker, CapturingSend]:
     w = Worker.__new__(Worker)  # the reporting state only: no rings, config or tasks
     tx = CapturingSend()
     w.tx = tx  # type: ignore[assignment]
+    w.inbox = deque()
     w.out = []
     w._reports = {}
     w._unreported_ns = w._unreported = 0

@@ -3,12 +3,14 @@
 Every frame is a msgspec Struct encoded as MessagePack (array-like, tagged by its class), one frame per
 ring record. Nothing is pickled: frames carry only ints, strings, bytes and lists of them.
 
-Loop -> worker: ``Process`` (a batch of one task's messages), ``Window``, ``EndOfStream``, ``Drain``,
-``Commit``, ``Checkpointed``, ``Stop``. Worker -> loop: ``Ready``, ``Processed``, ``Requested``,
-``WindowDone``, ``EndOfStreamDone``, ``DrainDone``, ``CommitReady``, ``Failed``, ``Stopped``.
+Loop -> worker: ``Process`` (a batch of one task's messages), ``Yield``, ``Window``, ``EndOfStream``,
+``Drain``, ``Commit``, ``Checkpointed``, ``Stop``. Worker -> loop: ``Ready``, ``Processed``,
+``Requested``, ``Yielded``, ``WindowDone``, ``EndOfStreamDone``, ``DrainDone``, ``CommitReady``,
+``Failed``, ``Stopped``.
 
 The worker answers each loop frame of one task in the order it got them, so the loop can match answers
-to requests by task alone. Tasks are named by their index in ``WorkerSpec.tasks``; SSPs by their index
+to requests by task alone. ``Yield`` is the exception: it takes effect as soon as the worker reads
+it, ahead of the frames before it (it is about them). Tasks are named by their index in ``WorkerSpec.tasks``; SSPs by their index
 in that task's ``ssps``.
 
 ``VERSION`` is checked at start-up: a worker of another samzamp version refuses to run.
@@ -43,24 +45,33 @@ __all__ = [
     "Window",
     "WindowDone",
     "WorkerSpec",
+    "Yield",
+    "Yielded",
     "decode_from_loop",
     "decode_from_worker",
     "encode",
 ]
 
-VERSION = 2
+VERSION = 3
 
 # A raw message as the loop buffers it: (offset, key bytes, value bytes, timestamp ms).
 RawTuple = tuple[int, "bytes | None", "bytes | None", int]
 
 
 # Pacing between the loop and a worker. Each report wakes the loop, so reports are few: a worker
-# sends its completions after REPORT_EVERY_NS of process time at the latest (or a batch of
-# messages, or when it runs out of input). The loop keeps about IN_FLIGHT_TARGET_NS of work queued
-# in each worker, shared by its tasks, which bounds how late a due window or commit starts; a
-# task's share never drops below two report intervals, so a report reaches the loop while that
-# task still has work queued, however many idle tasks share its worker. (At 10 ms per task and
-# reports every 2 ms, bench/cpu_scaling at pool size 2 ran ~10% slower.)
+# sends its completions after REPORT_EVERY_NS of process time at the latest, even inside a batch
+# (or after a batch of messages, or when it runs out of input). The loop keeps about
+# IN_FLIGHT_TARGET_NS of work queued in each worker, shared by its tasks, so that the worker never
+# waits for the loop; a task's share never drops below two report intervals, so a report reaches the
+# loop while that task still has work queued, however many idle tasks share its worker. (At 10 ms
+# per task and reports every 2 ms, bench/cpu_scaling at pool size 2 ran ~10% slower.)
+#
+# That queue is sized from the task's measured time per message, so it is only as good as the
+# measurement: before the first one, or when a task suddenly slows down, far more work can be queued.
+# A due window, commit or shutdown therefore does not wait for the queue to run out: the loop sends
+# ``Yield``, and the worker, which looks for it at each report, stops after the message it is in and
+# gives the rest back. The wait is bounded by one report interval of work (or one message, if longer),
+# whatever was queued.
 REPORT_EVERY_NS = 8_000_000
 IN_FLIGHT_TARGET_NS = 40_000_000
 TASK_MIN_SHARE_NS = 2 * REPORT_EVERY_NS
@@ -97,6 +108,15 @@ class Process(_Frame):
     task: int
     epoch: int
     messages: list[tuple[int, RawTuple]]  # (ssp index, raw message)
+
+
+class Yield(_Frame):
+    """A window, commit or shutdown of the task is due: stop after the message being processed, skip
+    the rest of ``epoch`` and answer ``Yielded`` (the loop takes the skipped messages back). Read
+    ahead of the frames before it; ignored when the worker already skips ``epoch``."""
+
+    task: int
+    epoch: int
 
 
 class Window(_Frame):
@@ -159,6 +179,14 @@ class Requested(_Frame):
     shutdown_all: bool
 
 
+class Yielded(_Frame):
+    """Answer to ``Yield``: the task's messages of ``epoch`` not reported done before this frame are
+    skipped; the loop takes them back and sends them again in the next epoch."""
+
+    task: int
+    epoch: int
+
+
 class WindowDone(_Frame):
     task: int
     busy_ns: int
@@ -202,8 +230,10 @@ class Stopped(_Frame):
     pass
 
 
-FromLoop = Process | Window | EndOfStream | Drain | Commit | Checkpointed | Stop
-FromWorker = Ready | Processed | Requested | WindowDone | EndOfStreamDone | DrainDone | CommitReady | Failed | Stopped
+FromLoop = Process | Yield | Window | EndOfStream | Drain | Commit | Checkpointed | Stop
+FromWorker = (
+    Ready | Processed | Requested | Yielded | WindowDone | EndOfStreamDone | DrainDone | CommitReady | Failed | Stopped
+)
 
 _encoder = msgspec.msgpack.Encoder()
 encode = _encoder.encode

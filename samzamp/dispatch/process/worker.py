@@ -23,6 +23,7 @@ import os
 import signal
 import sys
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -112,6 +113,7 @@ class Worker:
         self.producers: dict[str, SystemProducer] = {}
         self.changelogs: dict[str, ChangelogProducer] = {}
         self.tasks: list[WorkerTask] = []
+        self.inbox: deque[f.FromLoop] = deque()  # frames from the loop, read and not yet handled
         self.out: list[bytes] = []  # encoded frames to send, in order
         # Completions not yet in ``out``, per task: (epoch, count, total_ns, max_ns). One Processed
         # frame per task and send, however many Process frames it covers: each frame costs the loop
@@ -173,43 +175,62 @@ class Worker:
         (job.container.worker.batch.size) has gone unreported, or when no more input is waiting:
         one report, one wake-up of the loop, per many messages, while the rest of the work queued
         here keeps this worker busy meanwhile (see the pacing in frames.py). Any other answer (a
-        request, window done, commit ready) goes at once: the loop waits for it.
+        request, window done, commit ready, yielded) goes at once: the loop waits for it.
         """
         rx = self.rx
-        decode = f.decode_from_loop
-        records: list[bytes] = []
+        inbox = self.inbox
         while True:
-            if not records:
+            if not inbox:
+                self._take_in(rx.receive_many_nowait())
+            if not inbox:
                 self._send_out()  # nothing more to do now: report before sleeping
                 try:
-                    records = rx.receive_many(timeout=1.0)
+                    self._take_in(rx.receive_many(timeout=1.0))
                 except TimeoutError:
                     continue
-            for record in records:
-                frame = decode(record)
-                if isinstance(frame, f.Process):
-                    self._process(frame)
-                    if (
-                        self._unreported_ns < f.REPORT_EVERY_NS
-                        and self._unreported < self._report_after
-                        and not self._urgent
-                    ):
-                        continue
-                elif isinstance(frame, f.Window):
-                    self._window(frame.task)
-                elif isinstance(frame, f.Commit):
-                    self._commit(frame.task)
-                elif isinstance(frame, f.Checkpointed):
-                    self._checkpointed(frame)
-                elif isinstance(frame, f.EndOfStream):
-                    self._end_of_stream(frame.task)
-                elif isinstance(frame, f.Drain):
-                    self._drain(frame.task)
-                elif isinstance(frame, f.Stop):
-                    self._stop()
-                    return
-                self._send_out()
-            records = rx.receive_many_nowait()
+                if self._urgent:  # a Yielded: the loop waits for it
+                    self._send_out()
+                continue
+            frame = inbox.popleft()
+            if isinstance(frame, f.Process):
+                self._process(frame)
+                if (
+                    self._unreported_ns < f.REPORT_EVERY_NS
+                    and self._unreported < self._report_after
+                    and not self._urgent
+                ):
+                    continue
+            elif isinstance(frame, f.Window):
+                self._window(frame.task)
+            elif isinstance(frame, f.Commit):
+                self._commit(frame.task)
+            elif isinstance(frame, f.Checkpointed):
+                self._checkpointed(frame)
+            elif isinstance(frame, f.EndOfStream):
+                self._end_of_stream(frame.task)
+            elif isinstance(frame, f.Drain):
+                self._drain(frame.task)
+            elif isinstance(frame, f.Stop):
+                self._stop()
+                return
+            self._send_out()
+
+    def _take_in(self, records: list[bytes]) -> None:
+        """Decode frames from the loop into the inbox. A ``Yield`` takes effect at once: it is about
+        the task's messages before it, in the inbox or being processed."""
+        decode = f.decode_from_loop
+        for record in records:
+            frame = decode(record)
+            if isinstance(frame, f.Yield):
+                self._yield(frame)
+            else:
+                self.inbox.append(frame)
+
+    def _yield(self, frame: f.Yield) -> None:
+        wt = self.tasks[frame.task]
+        if frame.epoch > wt.skip_epoch:  # else a request already ended that epoch: nothing to answer
+            wt.skip_epoch = frame.epoch
+            self._reply(f.Yielded(frame.task, frame.epoch))
 
     def _send_out(self) -> None:
         self._flush_reports()
@@ -251,7 +272,9 @@ class Worker:
         decoders = wt.decoders
         clock = time.perf_counter_ns
         total_ns = max_ns = count = 0
-        for ssp_index, (offset, key_bytes, value_bytes, ts) in frame.messages:
+        check_at_ns = f.REPORT_EVERY_NS - self._unreported_ns
+        last = len(frame.messages) - 1
+        for i, (ssp_index, (offset, key_bytes, value_bytes, ts)) in enumerate(frame.messages):
             ssp = ssps[ssp_index]
             key_dec, msg_dec = decoders[ssp_index]
             try:
@@ -282,6 +305,16 @@ class Worker:
                 self._reply(f.Requested(t, frame.epoch, *coordinator.flags()))
                 wt.skip_epoch = frame.epoch
                 return
+            if total_ns >= check_at_ns and i < last:
+                # A report interval of work inside one batch: report it, and stop here if the loop
+                # asked for the rest back (a window, commit or shutdown of some task is due).
+                self._report_processed(t, frame.epoch, count, total_ns, max_ns)
+                total_ns = max_ns = count = 0
+                check_at_ns = f.REPORT_EVERY_NS
+                self._take_in(self.rx.receive_many_nowait())
+                self._send_out()
+                if frame.epoch <= wt.skip_epoch:
+                    return
         self._report_processed(t, frame.epoch, count, total_ns, max_ns)
 
     def _report_processed(self, t: int, epoch: int, count: int, total_ns: int, max_ns: int) -> None:

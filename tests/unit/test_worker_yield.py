@@ -1,0 +1,109 @@
+"""The worker's side of ``Yield``: it looks for one at each report, also inside a batch, stops after
+the message it is in, reports what it did and answers ``Yielded`` behind it, skips the rest of that
+epoch and goes on with the next one. A Yield for an epoch a request already ended gets no answer."""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from types import SimpleNamespace
+from typing import Any
+
+from samzamp.api.envelope import SystemStreamPartition
+from samzamp.dispatch.process import frames as f
+from samzamp.dispatch.process.worker import Worker
+
+SSP = SystemStreamPartition("kafka", "in", 0)
+# Each message takes longer than a report interval, so the worker reports (and reads its ring) after each.
+PROCESS_S = f.REPORT_EVERY_NS / 1e9 + 0.001
+
+
+class SleepingTask:
+    def __init__(self, requests: frozenset[int] = frozenset()) -> None:
+        self.offsets: list[int] = []
+        self.requests = set(requests)
+
+    def process(self, envelope: Any, collector: Any, coordinator: Any) -> None:
+        time.sleep(PROCESS_S)
+        self.offsets.append(envelope.offset)
+        if envelope.offset in self.requests:
+            coordinator.commit()
+
+
+class Ring:
+    """The loop's side of both rings: ``waits`` are returned by blocking receives; ``arrivals[k]``
+    becomes readable once the task has processed k messages."""
+
+    def __init__(self, task: SleepingTask, waits: list[list[Any]], arrivals: dict[int, list[Any]]) -> None:
+        self.task = task
+        self.waits = [[f.encode(fr) for fr in frames] for frames in waits]
+        self.arrivals = {k: [f.encode(fr) for fr in frames] for k, frames in arrivals.items()}
+        self.sent: list[Any] = []
+
+    def receive_many(self, timeout: float) -> list[bytes]:
+        return self.waits.pop(0)
+
+    def receive_many_nowait(self) -> list[bytes]:
+        return self.arrivals.pop(len(self.task.offsets), [])
+
+    def send_many(self, records: list[bytes]) -> None:
+        self.sent.extend(f.decode_from_worker(r) for r in records)
+
+
+def _serve(task: SleepingTask, waits: list[list[Any]], arrivals: dict[int, list[Any]]) -> list[Any]:
+    w = Worker.__new__(Worker)  # one task and the serving state: no rings, config or producers
+    ring = Ring(task, waits, arrivals)
+    w.rx = ring  # type: ignore[assignment]
+    w.tx = ring  # type: ignore[assignment]
+    w.inbox, w.out, w._reports = deque(), [], {}
+    w._unreported_ns = w._unreported = 0
+    w._urgent = False
+    w._report_after = 256
+    w.producers, w.changelogs = {}, {}
+    w.tasks = [
+        SimpleNamespace(  # type: ignore[list-item]
+            name="T",
+            ssps=[SSP],
+            task=task,
+            collector=None,
+            decoders=[(None, None)],
+            ignored=(),
+            drop_deser=False,
+            skip_epoch=-1,
+            storage=None,
+        )
+    ]
+    w.serve()
+    return [(type(fr).__name__, getattr(fr, "epoch", None), getattr(fr, "count", None)) for fr in ring.sent]
+
+
+def _batch(epoch: int, first: int, n: int) -> f.Process:
+    return f.Process(0, epoch, [(0, (o, None, b"x", 0)) for o in range(first, first + n)])
+
+
+def test_a_yield_read_inside_a_batch_stops_it_after_the_message_in_progress() -> None:
+    task = SleepingTask()
+    sent = _serve(
+        task,
+        waits=[[_batch(0, 0, 10), _batch(0, 10, 10)], [f.Stop()]],
+        arrivals={2: [f.Yield(0, 0), _batch(1, 2, 3)]},  # the loop takes back 2..19 and sends 2..4 again
+    )
+    assert task.offsets == [0, 1, 2, 3, 4]
+    assert sent[:3] == [("Processed", 0, 1), ("Processed", 0, 1), ("Yielded", 0, None)]
+    assert sum(c for kind, e, c in sent if kind == "Processed" and e == 1) == 3
+    assert sent[-1][0] == "Stopped"
+
+
+def test_a_yield_while_idle_is_answered_at_once() -> None:
+    task = SleepingTask()
+    sent = _serve(task, waits=[[_batch(0, 0, 1)], [f.Yield(0, 0)], [f.Stop()]], arrivals={})
+    assert sent == [("Processed", 0, 1), ("Yielded", 0, None), ("Stopped", None, None)]
+
+
+def test_a_yield_of_an_epoch_a_request_ended_gets_no_answer() -> None:
+    task = SleepingTask(requests={1})
+    sent = _serve(task, waits=[[_batch(0, 0, 5)], [f.Yield(0, 0), _batch(1, 2, 1)], [f.Stop()]], arrivals={})
+    assert task.offsets == [0, 1, 2]
+    kinds = [kind for kind, *_ in sent]
+    assert "Yielded" not in kinds
+    assert kinds[:3] == ["Processed", "Processed", "Requested"]
