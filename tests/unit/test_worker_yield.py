@@ -94,6 +94,17 @@ def test_a_yield_read_inside_a_batch_stops_it_after_the_message_in_progress() ->
     assert sent[-1][0] == "Stopped"
 
 
+def test_a_yield_is_read_between_batches_of_one_message_too() -> None:
+    task = SleepingTask()
+    sent = _serve(
+        task,
+        waits=[[_batch(0, o, 1) for o in range(20)], [f.Stop()]],  # all read at once: the inbox holds 20
+        arrivals={2: [f.Yield(0, 0), _batch(1, 2, 1)]},
+    )
+    assert task.offsets == [0, 1, 2]
+    assert [kind for kind, *_ in sent] == ["Processed", "Processed", "Yielded", "Processed", "Stopped"]
+
+
 def test_a_yield_while_idle_is_answered_at_once() -> None:
     task = SleepingTask()
     sent = _serve(task, waits=[[_batch(0, 0, 1)], [f.Yield(0, 0)], [f.Stop()]], arrivals={})

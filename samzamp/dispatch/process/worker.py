@@ -175,7 +175,9 @@ class Worker:
         (job.container.worker.batch.size) has gone unreported, or when no more input is waiting:
         one report, one wake-up of the loop, per many messages, while the rest of the work queued
         here keeps this worker busy meanwhile (see the pacing in frames.py). Any other answer (a
-        request, window done, commit ready, yielded) goes at once: the loop waits for it.
+        request, window done, commit ready, yielded) goes at once: the loop waits for it. At each
+        report, inside a batch too, the worker reads what the loop sent meanwhile, so that a
+        ``Yield`` stops the task's work within one report interval (or one message, if longer).
         """
         rx = self.rx
         inbox = self.inbox
@@ -200,6 +202,7 @@ class Worker:
                     and not self._urgent
                 ):
                     continue
+                self._take_in(rx.receive_many_nowait())  # a report is due: so is a look for a Yield
             elif isinstance(frame, f.Window):
                 self._window(frame.task)
             elif isinstance(frame, f.Commit):
