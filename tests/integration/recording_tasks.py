@@ -112,16 +112,19 @@ class SyncSpanTask(StreamTask, _SpanRecorder):
 
 
 class SlowSpanTask(StreamTask, _SpanRecorder):
-    """SyncSpanTask with test.process.ms (sleeping) per message: a task whose time per message the
-    loop has to learn, and may see jump (from 0 at start)."""
+    """SyncSpanTask with test.process.ms (sleeping) per message, except that the messages before
+    offset test.fast.until take no time: a task whose time per message the loop has to learn, and
+    then sees jump."""
 
     def init(self, context) -> None:
         super().init(context)
         self._process_s = float(context.config.get("test.process.ms", 15)) / 1000
+        self._fast_until = int(context.config.get("test.fast.until", 0))
 
     def process(self, envelope, collector, coordinator) -> None:
         t0 = time.monotonic_ns()
-        time.sleep(self._process_s)
+        if envelope.offset >= self._fast_until:
+            time.sleep(self._process_s)
         self.record(f"P {t0} {time.monotonic_ns()}")
 
 
