@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
 
 from samzamp.api.errors import SystemFailureError
+from samzamp.systems.kafka.assign import assign
 from samzamp.systems.kafka.client_config import EOF_READER, KafkaClientSettings, client_config
 from samzamp.systems.kafka.codes import PARTITION_EOF
 from samzamp.systems.kafka.producer import PRODUCER_LINGER_MS
@@ -106,7 +107,7 @@ def read_changelog(
         )
     )
     try:
-        consumer.assign([TopicPartition(topic, partition, OFFSET_BEGINNING if start < 0 else start)])
+        assign(consumer, [TopicPartition(topic, partition, OFFSET_BEGINNING if start < 0 else start)])
         while True:
             # consume(n, t) waits for n messages or t: take what is there, else wait for the next one.
             batch = consumer.consume(5000, 0) or consumer.consume(1, 0.5)
