@@ -56,6 +56,7 @@ native-test-tsan: $(NATIVE_SRC)
 bench: ring
 	$(PY) bench/noop.py
 	$(PY) bench/ipc.py
+	$(PY) bench/startup.py
 
 bench-ipc: ring
 	$(PY) bench/ipc.py
