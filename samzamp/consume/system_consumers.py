@@ -43,7 +43,7 @@ from collections import deque
 from collections.abc import Callable
 
 from samzamp.api.envelope import SystemStreamPartition
-from samzamp.choose.round_robin import RoundRobinChooser
+from samzamp.consume.chooser import MessageChooser
 from samzamp.metrics.registry import MetricsRegistry
 from samzamp.systems.base import DRAIN, END_OF_STREAM, WATERMARK_MAX, RawMessage, SystemConsumer
 
@@ -60,7 +60,7 @@ class SystemConsumers:
         self,
         consumers: dict[str, SystemConsumer],
         ssps: list[SystemStreamPartition],
-        chooser: RoundRobinChooser,
+        chooser: MessageChooser,
         metrics: MetricsRegistry,
         fetch_threshold: int,
         poll_interval_ms: int,
