@@ -26,12 +26,21 @@ from samzamp.api.errors import SystemFailureError
 from samzamp.api.task import CheckpointListenerTask
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
+
     from samzamp.api.envelope import SystemStreamPartition
     from samzamp.commit.topic_checkpoint import TopicCheckpointManager
-    from samzamp.container.task_instance import TaskInstance
     from samzamp.metrics.registry import Gauge
+    from samzamp.systems.base import Flushable
 
-__all__ = ["CommittableTask", "commit_task", "prepare_local_commit"]
+__all__ = [
+    "CommittableTask",
+    "CommittedStores",
+    "LocalCommitTask",
+    "ProducersUsed",
+    "commit_task",
+    "prepare_local_commit",
+]
 
 log = logging.getLogger(__name__)
 
@@ -50,16 +59,56 @@ class CommittableTask(Protocol):
     def checkpoint_written(self, offsets: dict[SystemStreamPartition, int]) -> None: ...
 
 
-def before_commit(ti: TaskInstance) -> None:
+class ProducersUsed(Protocol):
+    """A task's collector, as step 3 sees it."""
+
+    @property
+    def producers_used(self) -> Iterable[Flushable]:
+        """The producers the task sent through: the ones its commit must flush."""
+
+
+class CommittedStores(Protocol):
+    """A task's stores, as step 4 sees them."""
+
+    def commit(self) -> dict[str, str]:
+        """Apply every store's writes at the newest acknowledged changelog offset; the state markers."""
+
+
+class LocalCommitTask(Protocol):
+    """What steps 1-4 and 6 need of a task that runs in this process (the hosts implement it; the
+    commit stage never imports them)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def task(self) -> object:
+        """The user's task object (its CheckpointListenerTask hooks are called)."""
+
+    @property
+    def last_processed(self) -> Mapping[SystemStreamPartition, int]:
+        """The low watermark of completed messages per SSP."""
+
+    @property
+    def collector(self) -> ProducersUsed: ...
+
+    @property
+    def storage(self) -> CommittedStores | None: ...
+
+    @property
+    def drop_producer_errors(self) -> bool: ...
+
+
+def before_commit(ti: LocalCommitTask) -> None:
     if isinstance(ti.task, CheckpointListenerTask):
         ti.task.before_commit()
 
 
-def snapshot_offsets(ti: TaskInstance) -> dict[SystemStreamPartition, int]:
+def snapshot_offsets(ti: LocalCommitTask) -> dict[SystemStreamPartition, int]:
     return dict(ti.last_processed)
 
 
-def flush_producers(ti: TaskInstance) -> None:
+def flush_producers(ti: LocalCommitTask) -> None:
     # Runs on the event loop thread on purpose: librdkafka's flush waits until the whole queue is
     # empty, including messages sent while it waits. Blocking the loop (a few ms) stops the loop's
     # tasks from sending meanwhile, so the flush is a barrier that ends.
@@ -81,7 +130,7 @@ def flush_producers(ti: TaskInstance) -> None:
             )
 
 
-def flush_stores(ti: TaskInstance) -> dict[str, str]:
+def flush_stores(ti: LocalCommitTask) -> dict[str, str]:
     """Apply every store's writes with the newest changelog offset; those offsets are the markers."""
     return ti.storage.commit() if ti.storage is not None else {}
 
@@ -95,12 +144,12 @@ def write_checkpoint(
     manager.write_checkpoint(ti.name, offsets, markers)
 
 
-def on_checkpoint(ti: TaskInstance, offsets: dict[SystemStreamPartition, int]) -> None:
+def on_checkpoint(ti: LocalCommitTask, offsets: dict[SystemStreamPartition, int]) -> None:
     if isinstance(ti.task, CheckpointListenerTask):
         ti.task.on_checkpoint(offsets)
 
 
-async def prepare_local_commit(ti: TaskInstance) -> tuple[dict[SystemStreamPartition, int], dict[str, str]]:
+async def prepare_local_commit(ti: LocalCommitTask) -> tuple[dict[SystemStreamPartition, int], dict[str, str]]:
     """Steps 1-4 for a task that runs in this process."""
     before_commit(ti)
     offsets = snapshot_offsets(ti)

@@ -23,9 +23,9 @@ from samzamp.choose.round_robin import RoundRobinChooser
 from samzamp.collect.collector import TaskCollector
 from samzamp.commit.topic_checkpoint import TopicCheckpointManager
 from samzamp.config.settings import JobSettings
+from samzamp.config.stream_serdes import StreamSerdes
 from samzamp.config.validate import load_task_class
 from samzamp.consume.system_consumers import SystemConsumers
-from samzamp.container.gc_freeze import freeze_start_up
 from samzamp.container.remote_task_instance import RemoteTaskInstance
 from samzamp.container.run_loop import RunLoop
 from samzamp.container.task_instance import TaskInstance
@@ -38,8 +38,8 @@ from samzamp.dispatch.process.pool import WorkerPool, assign_tasks
 from samzamp.drain.monitor import DrainMonitor
 from samzamp.drain.notification import DRAIN_NAMESPACE, cleanup
 from samzamp.extras import EMBEDDED, require
+from samzamp.gc_freeze import freeze_start_up
 from samzamp.metrics.registry import MetricsRegistry
-from samzamp.serde.streams import StreamSerdes
 from samzamp.storage.changelog_names import changelog_partitions
 from samzamp.storage.manager import TaskStorage
 from samzamp.systems.base import OLDEST, StartOffset, SystemAdmin, SystemConsumer, SystemProducer

@@ -29,12 +29,12 @@ from typing import Any
 
 from samzamp.api.envelope import SystemStreamPartition
 from samzamp.api.errors import SystemFailureError
-from samzamp.container.coordinator import ReadableCoordinator
 from samzamp.container.task_base import TaskBase
 from samzamp.dispatch.process import frames as f
 from samzamp.dispatch.process.pool import WorkerPool
 from samzamp.metrics.registry import MetricsRegistry
 from samzamp.systems.base import RawMessage
+from samzamp.task.coordinator import ReadableCoordinator
 
 __all__ = ["RemoteTaskInstance"]
 

@@ -146,7 +146,7 @@ def test_a_shutdown_request_in_a_worker_stops_the_container_cleanly(broker, uniq
 @pytest.mark.parametrize("pool", [1, 2])
 def test_the_container_and_its_workers_freeze_what_start_up_built(broker, unique, tmp_path: Path, pool: int) -> None:
     """The CLI's container (pool 1: tasks on the loop) and each worker (pool 2) move their start-up
-    objects out of the cyclic GC's reach before the first message (see container/gc_freeze.py)."""
+    objects out of the cyclic GC's reach before the first message (see samzamp/gc_freeze.py)."""
     topic = f"in-{unique}"
     seed_input(broker.bootstrap_servers, topic, PARTITIONS, 40)
     cfg, rec = _job(tmp_path, unique, topic, "GcFreezeTask")

@@ -41,16 +41,16 @@ from samzamp.api.task import (
 )
 from samzamp.collect.collector import TaskCollector
 from samzamp.config import Config, validate
+from samzamp.config.stream_serdes import StreamSerdes
 from samzamp.config.validate import load_task_class
-from samzamp.container.coordinator import ReadableCoordinator
-from samzamp.container.gc_freeze import freeze_start_up
 from samzamp.dispatch.failures import deserialization_error, is_ignored, task_failure
 from samzamp.dispatch.process import frames as f
+from samzamp.gc_freeze import freeze_start_up
 from samzamp.ipc import PeerGone, attach_ring
 from samzamp.metrics.registry import Counter
-from samzamp.serde.streams import StreamSerdes
 from samzamp.storage.manager import TaskStorage
 from samzamp.systems.base import SystemProducer
+from samzamp.task.coordinator import ReadableCoordinator
 
 if TYPE_CHECKING:
     from samzamp.systems.kafka.changelog import ChangelogProducer
