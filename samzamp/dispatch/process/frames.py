@@ -186,7 +186,8 @@ class DrainDone(_Frame):
 
 class CommitReady(_Frame):
     task: int
-    errors: list[str]  # outputs that could not be delivered (the loop decides: drop or fail)
+    # Why the commit must not go on (commit.flush_policy, applied by the worker); empty: it may.
+    errors: list[str]
     markers: dict[str, str]  # per store: newest changelog offset
 
 

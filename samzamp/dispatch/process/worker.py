@@ -40,6 +40,7 @@ from samzamp.api.task import (
     WindowableTask,
 )
 from samzamp.collect.collector import TaskCollector
+from samzamp.commit.flush_policy import commit_failure, flush_task_producers
 from samzamp.config import Config, validate
 from samzamp.config.validate import load_task_class
 from samzamp.container.coordinator import ReadableCoordinator
@@ -60,7 +61,6 @@ __all__ = ["main"]
 log = logging.getLogger("samzamp.worker")
 
 EXIT_PARENT_GONE = 3
-FLUSH_TIMEOUT_S = 300.0
 
 
 def _die_with_parent(parent_pid: int) -> None:
@@ -154,7 +154,6 @@ class Worker:
             stores: dict[str, Any] = {}
             if self.settings.stores:
                 wt.storage = TaskStorage(ts.name, self.settings, ts.changelog_partition, kafka, self.changelogs)
-                collector.producers_used.update(wt.storage.producers())  # flushed at commit
                 wt.storage.open(ts.markers)
                 stores = dict(wt.storage.stores)
             if isinstance(task, InitableTask):
@@ -339,20 +338,20 @@ class Worker:
                 wt.task.before_commit()
             except Exception as e:
                 self.fail(t, task_failure(wt.name, e))
-        errors: list[str] = []
         # One producer serves every task of this worker; flushing it flushes this task's outputs.
-        for producer in wt.collector.producers_used:
-            remaining = producer.flush(FLUSH_TIMEOUT_S)
-            if remaining:
-                errors.append(f"{remaining} outputs not acknowledged within {FLUSH_TIMEOUT_S:.0f} s")
-            errors.extend(producer.take_errors())
+        changelogs = wt.storage.producers() if wt.storage is not None else ()
+        result = flush_task_producers(wt.collector.producers_used, changelogs)
+        failure = commit_failure(wt.name, result, wt.drop_producer_errors)
+        if failure is not None:  # step 4 must not run: the loop fails the container, no checkpoint
+            self._reply(f.CommitReady(t, [failure], {}))
+            return
         markers: dict[str, str] = {}
-        if wt.storage is not None and not errors:
+        if wt.storage is not None:
             try:
                 markers = wt.storage.commit()  # step 4: the changelog is durable; apply the stores' writes
             except Exception as e:
                 self.fail(t, task_failure(wt.name, e))
-        self._reply(f.CommitReady(t, errors, markers))
+        self._reply(f.CommitReady(t, [], markers))
 
     def _checkpointed(self, frame: f.Checkpointed) -> None:
         wt = self.tasks[frame.task]
