@@ -62,7 +62,7 @@ def flush_producers(ti: TaskInstance) -> None:
     # Runs on the event loop thread on purpose: librdkafka's flush waits until the whole queue is
     # empty, including messages sent while it waits. Blocking the loop (a few ms) stops the loop's
     # tasks from sending meanwhile, so the flush is a barrier that ends.
-    changelogs = ti.storage.producers() if ti.storage is not None else ()
+    changelogs = ti.storage.changelogs() if ti.storage is not None else ()
     failure = commit_failure(
         ti.name, flush_task_producers(ti.collector.producers_used, changelogs), ti.drop_producer_errors
     )

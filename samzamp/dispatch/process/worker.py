@@ -339,7 +339,7 @@ class Worker:
             except Exception as e:
                 self.fail(t, task_failure(wt.name, e))
         # One producer serves every task of this worker; flushing it flushes this task's outputs.
-        changelogs = wt.storage.producers() if wt.storage is not None else ()
+        changelogs = wt.storage.changelogs() if wt.storage is not None else ()
         result = flush_task_producers(wt.collector.producers_used, changelogs)
         failure = commit_failure(wt.name, result, wt.drop_producer_errors)
         if failure is not None:  # step 4 must not run: the loop fails the container, no checkpoint
