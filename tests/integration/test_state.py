@@ -27,6 +27,7 @@ from kafka_util import (
     write_config,
 )
 
+from samzamp.commit.checkpoint import Checkpoint
 from samzamp.storage.lmdb import LmdbEngine
 from samzamp.systems.kafka.embedded import EmbeddedBroker
 
@@ -338,10 +339,16 @@ producer.message.timeout.ms = 2000
             os.kill(changelog_broker.process.pid, signal.SIGCONT)
         log = c.log_text()
         checkpoints = read_checkpoint_records(broker.bootstrap_servers, job)
-        without_markers = [(cp.task_name, str(cp.offsets())) for cp in checkpoints if "counts" not in cp.state_markers]
-        assert not without_markers, f"checkpoints without store markers: {without_markers}"
-        past = [(cp.task_name, str(cp.offsets())) for cp in checkpoints if max(cp.offsets().values(), default=-1) > run1_last]
-        assert not past, f"checkpointed past inputs whose changelog writes failed: {past}"
+
+        def brief(cp: Checkpoint) -> str:
+            return f"{cp.task_name}: {sorted((s.partition, o) for s, o in cp.offsets().items())} {cp.state_markers}"
+
+        without_markers = [brief(cp) for cp in checkpoints if "counts" not in cp.state_markers]
+        assert not without_markers, (
+            f"{len(without_markers)} checkpoints without store markers, first {without_markers[:3]}"
+        )
+        past = [brief(cp) for cp in checkpoints if max(cp.offsets().values(), default=-1) > run1_last]
+        assert not past, f"{len(past)} checkpoints past inputs whose changelog writes failed, first {past[:3]}"
         assert failed_by_itself, log[-3000:]
         assert c.proc.returncode != 0, log[-3000:]
         assert "changelog writes failed" in log, log[-3000:]
