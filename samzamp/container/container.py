@@ -479,6 +479,7 @@ class SamzaContainer:
             for t in self.remote_tasks
         ]
         await pool.start(config, specs)
+        pool.time_calls(st.task.callback_timeout_ms, "task.callback.timeout.ms")
 
     def _register_lag_gauges(self, consumers: SystemConsumers) -> None:
         tasks: list[TaskInstance | RemoteTaskInstance] = [*self.tasks, *self.remote_tasks]

@@ -210,7 +210,10 @@ class RemoteTaskInstance(TaskBase):
         self._pool.send(self.worker, f.encode(f.EndOfStream(self._index)))
 
     def enter_drain_mode(self, callback_timeout_ms: int) -> None:
-        pass  # process() runs synchronously in the worker: there is no callback to time out
+        """While draining, the worker's process() calls time out after task.callback.drain.timeout.ms
+        (when set), as callbacks do inline."""
+        if callback_timeout_ms > 0:
+            self._pool.time_calls(callback_timeout_ms, "task.callback.drain.timeout.ms")
 
     def start_drain(self, done: Callable[[Any, ReadableCoordinator], None]) -> None:
         self._drain_done = done

@@ -87,6 +87,7 @@ class WorkerSpec(msgspec.Struct, frozen=True):
     tasks: list[TaskSpec]
     to_worker: str  # RingSpec of the loop -> worker ring, encoded
     from_worker: str
+    calls_fd: int = -1  # the worker's CallSlot (see calls.py), inherited
 
 
 # -- loop -> worker ------------------------------------------------------------------------------

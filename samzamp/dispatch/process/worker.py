@@ -47,6 +47,7 @@ from samzamp.container.coordinator import ReadableCoordinator
 from samzamp.container.gc_freeze import freeze_start_up
 from samzamp.dispatch.failures import deserialization_error, is_ignored, task_failure
 from samzamp.dispatch.process import frames as f
+from samzamp.dispatch.process.calls import CallSlot
 from samzamp.ipc import PeerGone, attach_ring
 from samzamp.metrics.registry import Counter
 from samzamp.serde.streams import StreamSerdes
@@ -108,6 +109,10 @@ class Worker:
         # The container's config as it loaded it: ${NAME} references are resolved already, and a
         # literal ${ (written $${) must stay literal, so it is not interpolated again.
         self.settings = validate(Config(spec.config))
+        # Where this worker's process() calls are published for the loop's timeout (calls.py);
+        # written only when a timeout is set, as it costs a few stores per message.
+        timed = self.settings.task.callback_timeout_ms > 0 or self.settings.task.drain_callback_timeout_ms > 0
+        self.calls: memoryview | None = CallSlot.attach(spec.calls_fd).fields if timed and spec.calls_fd >= 0 else None
         self.serdes = StreamSerdes(self.settings)
         self.producers: dict[str, SystemProducer] = {}
         self.changelogs: dict[str, ChangelogProducer] = {}
@@ -248,7 +253,8 @@ class Worker:
         coordinator = ReadableCoordinator()
         ssps = wt.ssps
         decoders = wt.decoders
-        clock = time.perf_counter_ns
+        calls = self.calls
+        clock = time.monotonic_ns  # CLOCK_MONOTONIC: the loop reads call starts with the same clock
         total_ns = max_ns = count = 0
         for ssp_index, (offset, key_bytes, value_bytes, ts) in frame.messages:
             ssp = ssps[ssp_index]
@@ -265,12 +271,19 @@ class Worker:
                 self.fail(t, deserialization_error(wt.name, ssp, offset, e))
             size = (len(key_bytes) if key_bytes else 0) + (len(value_bytes) if value_bytes else 0)
             started = clock()
+            if calls is not None:
+                calls[1] = t
+                calls[2] = ssp_index
+                calls[3] = offset
+                calls[0] = started  # last: the loop reads the call's fields once this is set
             try:
                 process(IncomingMessageEnvelope(ssp, offset, key, message, size, ts), collector, coordinator)
             except Exception as e:
                 if not is_ignored(e, wt.ignored):
                     self._report_processed(t, frame.epoch, count, total_ns, max_ns)
                     self.fail(t, task_failure(wt.name, e, ssp, offset))
+            if calls is not None:
+                calls[0] = 0
             ns = clock() - started
             total_ns += ns
             if ns > max_ns:
