@@ -105,7 +105,7 @@ class TaskStorage:
         for s in self._settings.stores.values():
             if s.changelog is not None:
                 topics.setdefault(s.changelog.system, []).append(s.changelog.stream)
-        return [_TaskChangelogs(self._producers[sys], topics[sys], self._partition) for sys in sorted(topics)]
+        return [_TaskChangelogs(self._producers[s], topics[s], self._partition) for s in sorted(topics)]
 
     def _changelog_name(self, cl: SystemStream) -> str:
         return f"{cl.system}.{cl.stream}.{self._partition}"
