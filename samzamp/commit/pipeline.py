@@ -19,11 +19,11 @@ snapshot (2) and writes the checkpoint (5), and the worker runs the others when 
 from __future__ import annotations
 
 import asyncio
-import logging
 from typing import TYPE_CHECKING, Protocol
 
 from samzamp.api.errors import SystemFailureError
 from samzamp.api.task import CheckpointListenerTask
+from samzamp.commit.flush_policy import commit_failure, flush_task_producers, require_markers
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
@@ -42,15 +42,12 @@ __all__ = [
     "prepare_local_commit",
 ]
 
-log = logging.getLogger(__name__)
-
-FLUSH_TIMEOUT_S = 300.0
-
 
 class CommittableTask(Protocol):
     """What the pipeline needs of a task, wherever it runs."""
 
     name: str
+    logged_stores: frozenset[str]  # stores whose changelog markers every checkpoint must carry
     checkpointed: dict[SystemStreamPartition, int]
     checkpointed_gauges: dict[SystemStreamPartition, Gauge]
 
@@ -72,6 +69,9 @@ class CommittedStores(Protocol):
 
     def commit(self) -> dict[str, str]:
         """Apply every store's writes at the newest acknowledged changelog offset; the state markers."""
+
+    def changelogs(self) -> Iterable[Flushable]:
+        """The changelog producers of the task's stores: step 3 flushes them too."""
 
 
 class LocalCommitTask(Protocol):
@@ -109,25 +109,17 @@ def snapshot_offsets(ti: LocalCommitTask) -> dict[SystemStreamPartition, int]:
 
 
 def flush_producers(ti: LocalCommitTask) -> None:
+    """Step 3: every output and changelog record of the task acknowledged, or the commit fails
+    (the rule is ``flush_policy.commit_failure``, shared with the worker host)."""
     # Runs on the event loop thread on purpose: librdkafka's flush waits until the whole queue is
     # empty, including messages sent while it waits. Blocking the loop (a few ms) stops the loop's
     # tasks from sending meanwhile, so the flush is a barrier that ends.
-    for producer in ti.collector.producers_used:
-        remaining = producer.flush(FLUSH_TIMEOUT_S)
-        if remaining:
-            raise SystemFailureError(
-                f"task {ti.name!r}: {remaining} outputs not acknowledged within {FLUSH_TIMEOUT_S:.0f} s; not checkpointing"
-            )
-        errors = producer.take_errors()
-        if errors and ti.drop_producer_errors:
-            log.warning(
-                "task %r: %d sends failed (task.drop.producer.errors=true): %s", ti.name, len(errors), errors[0]
-            )
-        elif errors:
-            raise SystemFailureError(
-                f"task {ti.name!r}: {len(errors)} outputs could not be delivered (first: {errors[0]}); not checkpointing "
-                "(set task.drop.producer.errors=true to ignore)"
-            )
+    changelogs = ti.storage.changelogs() if ti.storage is not None else ()
+    failure = commit_failure(
+        ti.name, flush_task_producers(ti.collector.producers_used, changelogs), ti.drop_producer_errors
+    )
+    if failure is not None:
+        raise SystemFailureError(failure)
 
 
 def flush_stores(ti: LocalCommitTask) -> dict[str, str]:
@@ -161,6 +153,7 @@ async def prepare_local_commit(ti: LocalCommitTask) -> tuple[dict[SystemStreamPa
 async def commit_task(ti: CommittableTask, manager: TopicCheckpointManager) -> bool:
     """Run the pipeline for ``ti``; True if a checkpoint was written (False: nothing new to record)."""
     offsets, markers = await ti.prepare_commit()
+    require_markers(ti.name, ti.logged_stores, markers)
     if offsets == ti.checkpointed and not markers:
         return False
     await asyncio.to_thread(write_checkpoint, ti, manager, offsets, markers)

@@ -62,6 +62,7 @@ class RunLoopTask(Protocol):
     last_processed: dict[SystemStreamPartition, int]
     checkpointed: dict[SystemStreamPartition, int]
     checkpointed_gauges: dict[SystemStreamPartition, Gauge]
+    logged_stores: frozenset[str]
     m_commit_calls: Counter
     m_commit_ns: Timer
 

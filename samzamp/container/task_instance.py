@@ -60,7 +60,8 @@ class TaskInstance(TaskBase):
         on_abort: Callable[[BaseException], None],
         on_requests: Callable[[TaskInstance, ReadableCoordinator], None],
     ) -> None:
-        super().__init__(name, ssps, max_concurrency, checkpointed, drop_producer_errors, metrics)
+        super().__init__(name, ssps, max_concurrency, checkpointed, metrics)
+        self.drop_producer_errors = drop_producer_errors
         self.task = task
         self.runnable = runnable
         self.collector = collector
