@@ -1,6 +1,6 @@
 # One set of entry points for humans and CI.
 #   make demo   run the word-count example on the embedded broker and print its output
-#   make test   install everything into .venv, then lint, type-check and run every test
+#   make test   install everything into .venv, then lint, type-check, check the import contracts and run every test
 #   make bench  the benchmarks (ratios measured side by side in one run)
 #   make native-test       the C ring's own tests, under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make native-test-tsan  the same under ThreadSanitizer
@@ -39,6 +39,7 @@ demo: ring
 lint: ring
 	$(VENV)/bin/ruff check samzamp tests bench
 	$(VENV)/bin/mypy samzamp
+	$(VENV)/bin/lint-imports
 
 test: lint native-test
 	$(VENV)/bin/pytest -q
@@ -56,6 +57,7 @@ native-test-tsan: $(NATIVE_SRC)
 bench: ring
 	$(PY) bench/noop.py
 	$(PY) bench/ipc.py
+	$(PY) bench/startup.py
 
 bench-ipc: ring
 	$(PY) bench/ipc.py

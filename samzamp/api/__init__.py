@@ -41,9 +41,9 @@ __all__ = [
     "CallbackTimeoutError",
     "CheckpointError",
     "CheckpointListenerTask",
-    "DrainListenerTask",
     "ClosableTask",
     "ConfigError",
+    "DrainListenerTask",
     "EndOfStreamListenerTask",
     "IllegalCallbackStateError",
     "IncomingMessageEnvelope",
@@ -64,6 +64,6 @@ __all__ = [
     "TaskContext",
     "TaskCoordinator",
     "TaskError",
-    "WorkerError",
     "WindowableTask",
+    "WorkerError",
 ]

@@ -15,6 +15,8 @@ __all__ = ["RoundRobinChooser"]
 
 
 class RoundRobinChooser:
+    """The default ``samzamp.consume.MessageChooser``: first offered, first chosen."""
+
     __slots__ = ("_queue",)
 
     def __init__(self) -> None:

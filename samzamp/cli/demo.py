@@ -17,7 +17,7 @@ from pathlib import Path
 from samzamp.cli.common import report_failure
 from samzamp.config import load_config, validate
 from samzamp.container.container import SamzaContainer
-from samzamp.systems.kafka import EmbeddedBroker
+from samzamp.systems.kafka import EmbeddedBroker, KafkaClientSettings, KafkaSystemAdmin, KafkaSystemProducer
 
 __all__ = ["main"]
 
@@ -33,8 +33,6 @@ CONFIG = Path(__file__).resolve().parents[2] / "configs" / "word-count.toml"
 
 
 async def _run(bootstrap: str, words: list[str]) -> dict[str, int]:
-    from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
-
     config = load_config(CONFIG, {"systems.kafka.bootstrap.servers": bootstrap, "metrics.log.interval.ms": 0})
     container = SamzaContainer(validate(config))
     run = asyncio.create_task(container.run())
@@ -42,10 +40,13 @@ async def _run(bootstrap: str, words: list[str]) -> dict[str, int]:
         await asyncio.sleep(0.05)
         if run.done():
             await run
-    producer = Producer({"bootstrap.servers": bootstrap})
+    # samzamp's own Kafka clients play the outside world's part: confluent-kafka stays in systems/kafka.
+    clients = KafkaClientSettings("kafka", bootstrap, "samzamp-demo")
+    producer = KafkaSystemProducer(clients)
     for w in words:
-        producer.produce("lines", w.encode(), w.encode())
+        producer.send("lines", w.encode(), w.encode(), None, None)
     producer.flush(30)
+    producer.stop()
     print(f"demo: wrote {len(words)} words to 'lines'; counting ...", flush=True)
     # Done when every word was processed, then one more window so the last counts are emitted.
     while sum(t.m_processed.count for t in container.tasks) < len(words):
@@ -56,17 +57,12 @@ async def _run(bootstrap: str, words: list[str]) -> dict[str, int]:
     container.run_loop.request_shutdown()
     await run
 
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "demo", "enable.partition.eof": True})
-    consumer.assign([TopicPartition("word-counts", p, OFFSET_BEGINNING) for p in range(4)])
+    admin = KafkaSystemAdmin(clients)
     counts: dict[str, int] = {}
-    eof = 0
-    while eof < 4:
-        for m in consumer.consume(1000, 1.0):
-            if m.error():
-                eof += 1
-            else:
-                counts[(m.key() or b"").decode()] = int.from_bytes(m.value() or b"", "big", signed=True)
-    consumer.close()
+    for p in range(admin.partition_counts(["word-counts"])["word-counts"]):
+        for _offset, key, value, _ts in admin.read_all("word-counts", p):  # oldest first: the last count wins
+            counts[(key or b"").decode()] = int.from_bytes(value or b"", "big", signed=True)
+    admin.stop()
     return counts
 
 

@@ -144,6 +144,11 @@ class JobSettings:
     drain_monitor_poll_ms: int = 10000
     warnings: tuple[ConfigWarning, ...] = ()  # accepted keys worth a word, logged once at start
 
+    @property
+    def logged_stores(self) -> frozenset[str]:
+        """The stores with a changelog: every task's checkpoint carries a marker for each of them."""
+        return frozenset(n for n, s in self.stores.items() if s.changelog is not None)
+
     @classmethod
     def from_config(cls, config: Config) -> JobSettings:
         name = _job_name_or_id(config, "name") or config.require_str(

@@ -1,5 +1,6 @@
 """1. Consume: poll systems on a fetch thread, buffer per SSP, feed the chooser under flow control."""
 
-from samzamp.consume.system_consumers import END_OF_STREAM, SystemConsumers
+from samzamp.consume.chooser import MessageChooser
+from samzamp.consume.system_consumers import SystemConsumers
 
-__all__ = ["END_OF_STREAM", "SystemConsumers"]
+__all__ = ["MessageChooser", "SystemConsumers"]

@@ -27,9 +27,10 @@ So the high watermarks the lag metrics read are copied out by the poller (every
 Flow control (Samza's): the chooser holds at most one envelope per SSP; the SSP's next envelope is
 handed over only when the loop calls ``try_update(ssp)``, i.e. when its task takes the previous one.
 
-Control markers travel in the buffers as raw messages with a negative offset, in order with the
-data: ``END_OF_STREAM`` (a bounded partition ended), and on a drain ``WATERMARK_MAX`` (the SSP's
-watermark goes to infinity) followed by ``DRAIN`` (nothing more will come from this SSP).
+Control markers (``samzamp.systems.base``) travel in the buffers as raw messages with a negative
+offset, in order with the data: ``END_OF_STREAM`` (a bounded partition ended), and on a drain
+``WATERMARK_MAX`` (the SSP's watermark goes to infinity) followed by ``DRAIN`` (nothing more will
+come from this SSP).
 """
 
 from __future__ import annotations
@@ -42,20 +43,13 @@ from collections import deque
 from collections.abc import Callable
 
 from samzamp.api.envelope import SystemStreamPartition
-from samzamp.choose.round_robin import RoundRobinChooser
+from samzamp.consume.chooser import MessageChooser
 from samzamp.metrics.registry import MetricsRegistry
-from samzamp.systems.base import RawMessage, SystemConsumer
+from samzamp.systems.base import DRAIN, END_OF_STREAM, WATERMARK_MAX, RawMessage, SystemConsumer
 
-__all__ = ["DRAIN", "END_OF_STREAM", "WATERMARK_MAX", "SystemConsumers"]
+__all__ = ["SystemConsumers"]
 
 log = logging.getLogger(__name__)
-
-# A bounded system (in-memory) marks the end of a partition with this offset.
-END_OF_STREAM = -1
-# Appended by ``drain()`` after what each SSP had buffered: the watermark goes to infinity ...
-WATERMARK_MAX = -2
-# ... and the SSP is drained.
-DRAIN = -3
 
 # How often the poller copies the high watermarks the lag metrics read.
 HIGH_WATERMARK_REFRESH_S = 1.0
@@ -66,7 +60,7 @@ class SystemConsumers:
         self,
         consumers: dict[str, SystemConsumer],
         ssps: list[SystemStreamPartition],
-        chooser: RoundRobinChooser,
+        chooser: MessageChooser,
         metrics: MetricsRegistry,
         fetch_threshold: int,
         poll_interval_ms: int,

@@ -23,9 +23,9 @@ from samzamp.choose.round_robin import RoundRobinChooser
 from samzamp.collect.collector import TaskCollector
 from samzamp.commit.topic_checkpoint import TopicCheckpointManager
 from samzamp.config.settings import JobSettings
+from samzamp.config.stream_serdes import StreamSerdes
 from samzamp.config.validate import load_task_class
 from samzamp.consume.system_consumers import SystemConsumers
-from samzamp.container.gc_freeze import freeze_start_up
 from samzamp.container.remote_task_instance import RemoteTaskInstance
 from samzamp.container.run_loop import RunLoop
 from samzamp.container.task_instance import TaskInstance
@@ -38,8 +38,8 @@ from samzamp.dispatch.process.pool import WorkerPool, assign_tasks
 from samzamp.drain.monitor import DrainMonitor
 from samzamp.drain.notification import DRAIN_NAMESPACE, cleanup
 from samzamp.extras import EMBEDDED, require
+from samzamp.gc_freeze import freeze_start_up
 from samzamp.metrics.registry import MetricsRegistry
-from samzamp.serde.streams import StreamSerdes
 from samzamp.storage.changelog_names import changelog_partitions
 from samzamp.storage.manager import TaskStorage
 from samzamp.systems.base import OLDEST, StartOffset, SystemAdmin, SystemConsumer, SystemProducer
@@ -420,7 +420,7 @@ class SamzaContainer:
             name, self.settings, self._changelog_partitions[name], self._kafka, self.changelog_producers
         )
         ti.storage = storage
-        ti.collector.producers_used.update(storage.producers())  # flushed in commit step 3
+        ti.logged_stores = self.settings.logged_stores
         reports = await asyncio.to_thread(storage.open, self._markers.get(name, {}))
         for r in reports:
             self.metrics.gauge(f"TaskName-{name}", f"{r.store}-restored-records").set(r.replayed)
@@ -455,12 +455,12 @@ class SamzaContainer:
                 {s: o for s, o in checkpointed.items() if s in model[name]},
                 batch_size=batch,
                 in_flight_limit=max(4 * batch, st.task.max_concurrency),
-                drop_producer_errors=st.task.drop_producer_errors,
                 metrics=self.metrics,
                 on_ready=run_loop.task_ready,
                 on_requests=run_loop.on_requests,
                 on_dirty=run_loop.mark_dirty,
             )
+            ti.logged_stores = st.logged_stores
             self.remote_tasks.append(ti)
             run_loop.add_task(ti)
         config = dict(st.config)
@@ -479,6 +479,7 @@ class SamzaContainer:
             for t in self.remote_tasks
         ]
         await pool.start(config, specs)
+        pool.time_calls(st.task.callback_timeout_ms, "task.callback.timeout.ms")
 
     def _register_lag_gauges(self, consumers: SystemConsumers) -> None:
         tasks: list[TaskInstance | RemoteTaskInstance] = [*self.tasks, *self.remote_tasks]

@@ -33,12 +33,12 @@ from typing import Any
 
 from samzamp.api.envelope import SystemStreamPartition
 from samzamp.api.errors import SystemFailureError
-from samzamp.container.coordinator import ReadableCoordinator
 from samzamp.container.task_base import TaskBase
 from samzamp.dispatch.process import frames as f
 from samzamp.dispatch.process.pool import WorkerPool
 from samzamp.metrics.registry import MetricsRegistry
 from samzamp.systems.base import RawMessage
+from samzamp.task.coordinator import ReadableCoordinator
 
 __all__ = ["RemoteTaskInstance"]
 
@@ -55,14 +55,13 @@ class RemoteTaskInstance(TaskBase):
         *,
         batch_size: int,
         in_flight_limit: int,
-        drop_producer_errors: bool,
         metrics: MetricsRegistry,
         on_ready: Callable[[Any], None],
         on_requests: Callable[[Any, ReadableCoordinator], None],
         on_dirty: Callable[[Callable[[], None]], None],
     ) -> None:
         # The in-flight bound starts at one batch and then follows the task's time per message.
-        super().__init__(name, ssps, min(in_flight_limit, batch_size), checkpointed, drop_producer_errors, metrics)
+        super().__init__(name, ssps, min(in_flight_limit, batch_size), checkpointed, metrics)
         self._windowable = windowable
         self.worker = worker
         self._max_in_flight = in_flight_limit
@@ -239,7 +238,10 @@ class RemoteTaskInstance(TaskBase):
         self._pool.send(self.worker, f.encode(f.EndOfStream(self._index)))
 
     def enter_drain_mode(self, callback_timeout_ms: int) -> None:
-        pass  # process() runs synchronously in the worker: there is no callback to time out
+        """While draining, the worker's process() calls time out after task.callback.drain.timeout.ms
+        (when set), as callbacks do inline."""
+        if callback_timeout_ms > 0:
+            self._pool.time_calls(callback_timeout_ms, "task.callback.drain.timeout.ms")
 
     def start_drain(self, done: Callable[[Any, ReadableCoordinator], None]) -> None:
         self._drain_done = done
@@ -254,11 +256,8 @@ class RemoteTaskInstance(TaskBase):
         self._pool.send(self.worker, f.encode(f.Commit(self._index)))
         ready = await self._commit_ready
         self._commit_ready = None
-        if ready.errors and not self.drop_producer_errors:
-            raise SystemFailureError(
-                f"task {self.name!r}: {len(ready.errors)} outputs could not be delivered (first: {ready.errors[0]}); "
-                "not checkpointing (set task.drop.producer.errors=true to ignore)"
-            )
+        if ready.errors:  # the worker applied the commit's error policy (commit.flush_policy)
+            raise SystemFailureError(ready.errors[0])
         return offsets, dict(ready.markers)
 
     def checkpoint_written(self, offsets: dict[SystemStreamPartition, int]) -> None:

@@ -40,11 +40,11 @@ from samzamp.api.errors import CallbackTimeoutError
 from samzamp.commit.pipeline import commit_task
 from samzamp.commit.topic_checkpoint import TopicCheckpointManager
 from samzamp.config.settings import TaskSettings
-from samzamp.consume.system_consumers import DRAIN, END_OF_STREAM, SystemConsumers
-from samzamp.container.coordinator import ReadableCoordinator
+from samzamp.consume.system_consumers import SystemConsumers
 from samzamp.container.task_state import TaskState, WorkerOp
 from samzamp.metrics.registry import Counter, Gauge, MetricsRegistry, Timer
-from samzamp.systems.base import RawMessage
+from samzamp.systems.base import DRAIN, END_OF_STREAM, RawMessage
+from samzamp.task.coordinator import ReadableCoordinator
 
 __all__ = ["RunLoop", "RunLoopTask"]
 
@@ -64,6 +64,7 @@ class RunLoopTask(Protocol):
     last_processed: dict[SystemStreamPartition, int]
     checkpointed: dict[SystemStreamPartition, int]
     checkpointed_gauges: dict[SystemStreamPartition, Gauge]
+    logged_stores: frozenset[str]
     m_commit_calls: Counter
     m_commit_ns: Timer
 

@@ -22,7 +22,6 @@ class TaskBase:
         ssps: frozenset[SystemStreamPartition],
         max_concurrency: int,
         checkpointed: dict[SystemStreamPartition, int],
-        drop_producer_errors: bool,
         metrics: MetricsRegistry,
     ) -> None:
         self.name = name
@@ -34,7 +33,8 @@ class TaskBase:
         # While draining: the SSPs that got drain markers, and those whose marker the task has not reached.
         self.drain_marked: set[SystemStreamPartition] = set()
         self.drain_pending: set[SystemStreamPartition] = set()
-        self.drop_producer_errors = drop_producer_errors
+        # The stores whose changelog markers each checkpoint must carry (the container sets them).
+        self.logged_stores: frozenset[str] = frozenset()
         group = f"TaskName-{name}"
         self.m_process_calls = metrics.counter(group, "process-calls")
         self.m_processed = metrics.counter(group, "messages-actually-processed")

@@ -23,13 +23,13 @@ from samzamp.api.task import ClosableTask, DrainListenerTask, EndOfStreamListene
 from samzamp.collect.collector import TaskCollector
 from samzamp.collect.completions import TaskCallbackImpl, TaskCallbackManager
 from samzamp.commit import pipeline
-from samzamp.container.coordinator import ReadableCoordinator
 from samzamp.container.task_base import TaskBase
 from samzamp.dispatch.adapters import InlineSyncAdapter, RunnableTask
 from samzamp.dispatch.failures import deserialization_error, is_ignored, task_failure
 from samzamp.metrics.registry import MetricsRegistry
 from samzamp.storage.manager import TaskStorage
 from samzamp.systems.base import RawMessage
+from samzamp.task.coordinator import ReadableCoordinator
 
 __all__ = ["TaskInstance"]
 
@@ -60,7 +60,8 @@ class TaskInstance(TaskBase):
         on_abort: Callable[[BaseException], None],
         on_requests: Callable[[TaskInstance, ReadableCoordinator], None],
     ) -> None:
-        super().__init__(name, ssps, max_concurrency, checkpointed, drop_producer_errors, metrics)
+        super().__init__(name, ssps, max_concurrency, checkpointed, metrics)
+        self.drop_producer_errors = drop_producer_errors
         self.task = task
         self.runnable = runnable
         self.collector = collector

@@ -41,6 +41,7 @@ from samzamp.storage.offset_file import read_offset_file, write_offset_file
 from samzamp.storage.store import LmdbKeyValueStore
 
 if TYPE_CHECKING:
+    from samzamp.systems.base import Flushable
     from samzamp.systems.kafka.client_config import KafkaClientSettings
 
 __all__ = ["RestoreReport", "TaskStorage"]
@@ -59,7 +60,7 @@ class ChangelogSink(Protocol):
 
     def flush(self, timeout_s: float) -> int: ...
 
-    def take_errors(self) -> list[str]: ...
+    def take_errors(self, topic: str, partition: int) -> list[str]: ...
 
     def newest(self, topic: str, partition: int) -> int | None: ...
 
@@ -97,10 +98,14 @@ class TaskStorage:
         self._offsets: dict[str, int] = {}
         self._locks: list[int] = []
 
-    def producers(self) -> list[ChangelogSink]:
-        """The changelog producers this task's stores write through (its commit flushes them)."""
-        systems = {s.changelog.system for s in self._settings.stores.values() if s.changelog is not None}
-        return [self._producers[s] for s in sorted(systems)]
+    def changelogs(self) -> list[Flushable]:
+        """What this task's commit flushes for its stores (step 3): each changelog producer its
+        stores write through, reporting the failures of this task's changelog partitions only."""
+        topics: dict[str, list[str]] = {}
+        for s in self._settings.stores.values():
+            if s.changelog is not None:
+                topics.setdefault(s.changelog.system, []).append(s.changelog.stream)
+        return [_TaskChangelogs(self._producers[s], topics[s], self._partition) for s in sorted(topics)]
 
     def _changelog_name(self, cl: SystemStream) -> str:
         return f"{cl.system}.{cl.stream}.{self._partition}"
@@ -197,7 +202,7 @@ class TaskStorage:
         for key in sorted(keys):
             send(key, engine.get(key))
         producer = self._producers[cl.system]
-        if producer.flush(60) != 0 or producer.take_errors():
+        if producer.flush(60) != 0 or producer.take_errors(cl.stream, self._partition):
             raise SystemFailureError(
                 f"task {self.task_name!r}: could not revert uncommitted writes in changelog {cl.system}.{cl.stream}"
             )
@@ -237,6 +242,22 @@ class TaskStorage:
         for fd in self._locks:
             unlock_store_dir(fd)
         self._locks.clear()
+
+
+class _TaskChangelogs:
+    """A shared changelog producer as one task's commit sees it: flushing flushes the producer,
+    failures are those of the task's own changelog partitions."""
+
+    def __init__(self, producer: ChangelogSink, topics: list[str], partition: int) -> None:
+        self._producer = producer
+        self._topics = topics
+        self._partition = partition
+
+    def flush(self, timeout_s: float) -> int:
+        return self._producer.flush(timeout_s)
+
+    def take_errors(self) -> list[str]:
+        return [e for t in self._topics for e in self._producer.take_errors(t, self._partition)]
 
 
 class _Progress:

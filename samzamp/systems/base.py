@@ -14,6 +14,9 @@ from typing import Protocol
 from samzamp.api.envelope import SystemStreamPartition
 
 __all__ = [
+    "DRAIN",
+    "END_OF_STREAM",
+    "WATERMARK_MAX",
     "Flushable",
     "KeyedSend",
     "OLDEST",
@@ -27,6 +30,14 @@ __all__ = [
 
 # One message as it came off the wire: (offset, key bytes, value bytes, timestamp ms).
 RawMessage = tuple[int, bytes | None, bytes | None, int]
+
+# Control markers: raw messages with a negative offset, travelling in order with the data.
+# A bounded system (in-memory) ends a partition with END_OF_STREAM.
+END_OF_STREAM = -1
+# Appended by ``SystemConsumers.drain()`` after what each SSP had buffered: the watermark goes to infinity ...
+WATERMARK_MAX = -2
+# ... and the SSP is drained.
+DRAIN = -3
 
 OLDEST = "oldest"
 UPCOMING = "upcoming"

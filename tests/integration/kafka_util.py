@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from samzamp.commit.checkpoint import decode_checkpoint, decode_key
+from samzamp.commit.checkpoint import Checkpoint, decode_checkpoint, decode_key
 from samzamp.systems.kafka.codes import PARTITION_EOF
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -77,13 +77,20 @@ def read_all(bootstrap: str, topic: str, partitions: list[int]) -> list[Any]:
 
 def read_checkpoints(bootstrap: str, job: str, job_id: str = "1") -> list[tuple[str, dict[int, int]]]:
     """Every checkpoint record in topic order, as (task name, {partition: offset})."""
+    return [
+        (cp.task_name, {o.partition: o.offset for o in cp.input_offsets})
+        for cp in read_checkpoint_records(bootstrap, job, job_id)
+    ]
+
+
+def read_checkpoint_records(bootstrap: str, job: str, job_id: str = "1") -> list[Checkpoint]:
+    """Every checkpoint record in topic order, decoded (offsets and state markers)."""
     topic = f"__samza_checkpoint_ver_1_for_{job}_{job_id}"
     out = []
     for m in read_all(bootstrap, topic, [0]):
         key = decode_key(m.key())
         assert key is not None
-        cp = decode_checkpoint(key.task_name, m.value())
-        out.append((key.task_name, {o.partition: o.offset for o in cp.input_offsets}))
+        out.append(decode_checkpoint(key.task_name, m.value()))
     return out
 
 

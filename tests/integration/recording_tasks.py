@@ -297,3 +297,19 @@ class GcFreezeTask(StreamTask, InitableTask, _Recorder):
         if not self._seen:
             self._seen = True
             self.record(f"G {gc.get_freeze_count()} 0")
+
+
+class SlowAtTask(StreamTask, InitableTask, _Recorder):
+    """Records ``P <partition> <offset>`` per message; on partition test.slow.partition at offset
+    test.slow.offset, process() first sleeps test.slow.seconds (far past any timeout under test)."""
+
+    def init(self, context) -> None:
+        self._open(context)
+        self.slow = (int(context.config["test.slow.partition"]), int(context.config["test.slow.offset"]))
+        self.seconds = float(context.config.get("test.slow.seconds", 60))
+
+    def process(self, envelope, collector, coordinator) -> None:
+        if (envelope.system_stream_partition.partition, envelope.offset) == self.slow:
+            self.record(f"S {self.slow[0]} {self.slow[1]}")
+            time.sleep(self.seconds)
+        self.record(f"P {envelope.system_stream_partition.partition} {envelope.offset}")

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import random
 import re
 import shutil
+import signal
 import struct
 import subprocess
 import sys
@@ -17,6 +19,7 @@ from kafka_util import (
     count_lines,
     job_toml,
     produce,
+    read_checkpoint_records,
     read_checkpoints,
     records,
     seed_input,
@@ -24,7 +27,9 @@ from kafka_util import (
     write_config,
 )
 
+from samzamp.commit.checkpoint import Checkpoint
 from samzamp.storage.lmdb import LmdbEngine
+from samzamp.systems.kafka.embedded import EmbeddedBroker
 
 pytestmark = pytest.mark.integration
 
@@ -256,3 +261,101 @@ def test_spark_restore_leaves_nothing_for_the_container_to_replay(broker, unique
     assert _replayed(log) == [0] * PARTITIONS, log[-2000:]
     assert "full restore" not in log
     assert _store_contents(state) == before
+
+
+def _run_through(cfg: Path, broker, rec: Path, n: int, log: Path, *overrides: str) -> str:
+    """Run a container until every store is open and, in this run, the last of the first ``n``
+    inputs of each partition was processed (none when ``n`` is 0), then stop it cleanly."""
+    earlier = set(rec.glob("*.log"))
+    ends = {(p, n // PARTITIONS - 1) for p in range(PARTITIONS)} if n else set()
+
+    def done() -> bool:
+        seen = set()
+        for f in set(rec.glob("*.log")) - earlier:
+            seen.update((int(p), int(o)) for _, p, o in (line.split() for line in f.read_text().splitlines()))
+        return ends <= seen
+
+    c = Container(cfg, broker.bootstrap_servers, *overrides, log=log)
+    wait_until(lambda: len(_replayed(c.log_text())) >= PARTITIONS, 60, "every store opened", c)
+    wait_until(done, 120, f"the last of {n} inputs processed", c)
+    assert c.stop() == 0, c.log_text()[-3000:]
+    return c.log_text()
+
+
+@pytest.mark.parametrize("pool", [1, 2], ids=["inline", "pool2"])
+def test_a_changelog_that_cannot_be_written_fails_the_commit_even_with_producer_errors_dropped(
+    broker, unique, tmp_path: Path, pool: int
+) -> None:
+    """The changelog lives on its own broker, which stops answering mid-run (SIGSTOP): its writes
+    time out. task.drop.producer.errors=true covers outputs only, so the container must fail
+    without ever checkpointing past the writes its changelog lacks (nor without store markers),
+    and once the broker answers again a restart gives exact counts, also restored from the
+    changelog alone."""
+    n1, n2 = 2_000, 2_000
+    topic = f"in-{unique}"
+    job = f"cl-fail-{unique}"
+    seed_input(broker.bootstrap_servers, topic, PARTITIONS, n1)
+    rec = tmp_path / "rec"
+    rec.mkdir()
+    state = tmp_path / "state"
+    with EmbeddedBroker(die_with_parent=True) as changelog_broker:
+        extra = f"""
+[stores.counts]
+factory = "lmdb"
+changelog = "changelogs.counts-log-{unique}"
+key.serde = "string"
+msg.serde = "long"
+
+[systems.changelogs]
+samza.factory = "kafka"
+bootstrap.servers = "{changelog_broker.bootstrap_servers}"
+producer.message.timeout.ms = 2000
+"""
+        top = f'"job.logged.store.base.dir" = "{state}"\n"task.drop.producer.errors" = true'
+        cfg = write_config(
+            tmp_path / "job.toml", job_toml(job, "recording_tasks:StoreCountTask", topic, rec, extra, top)
+        )
+        over = f"job.container.thread.pool.size={pool}"
+        # Run 1: every store committed with its markers.
+        _run_through(cfg, broker, rec, n1, tmp_path / "run-1.log", over)
+        assert _store_contents(state) == _true_counts(n1)
+        run1_last = n1 // PARTITIONS - 1
+
+        # Run 2: once the stores are restored, the changelog's broker stops answering; more input arrives.
+        c = Container(cfg, broker.bootstrap_servers, over, log=tmp_path / "run-2.log")
+        wait_until(lambda: len(_replayed(c.log_text())) >= PARTITIONS, 60, "every store opened", c)
+        assert changelog_broker.process is not None
+        os.kill(changelog_broker.process.pid, signal.SIGSTOP)
+        try:
+            produce(broker.bootstrap_servers, topic, PARTITIONS, n2, start=n1)
+            try:
+                c.proc.wait(timeout=90)
+            except subprocess.TimeoutExpired:
+                c.stop()  # it runs on: its final commit shows what it checkpoints meanwhile
+                failed_by_itself = False
+            else:
+                failed_by_itself = True
+        finally:
+            os.kill(changelog_broker.process.pid, signal.SIGCONT)
+        log = c.log_text()
+        checkpoints = read_checkpoint_records(broker.bootstrap_servers, job)
+
+        def brief(cp: Checkpoint) -> str:
+            return f"{cp.task_name}: {sorted((s.partition, o) for s, o in cp.offsets().items())} {cp.state_markers}"
+
+        without_markers = [brief(cp) for cp in checkpoints if "counts" not in cp.state_markers]
+        assert not without_markers, (
+            f"{len(without_markers)} checkpoints without store markers, first {without_markers[:3]}"
+        )
+        past = [brief(cp) for cp in checkpoints if max(cp.offsets().values(), default=-1) > run1_last]
+        assert not past, f"{len(past)} checkpoints past inputs whose changelog writes failed, first {past[:3]}"
+        assert failed_by_itself, log[-3000:]
+        assert c.proc.returncode != 0, log[-3000:]
+        assert "changelog writes failed" in log, log[-3000:]
+
+        # Run 3: the broker answers again; every count is exact, with the local stores and without.
+        _run_through(cfg, broker, rec, n1 + n2, tmp_path / "run-3.log", over)
+        assert _store_contents(state) == _true_counts(n1 + n2)
+        shutil.rmtree(state)
+        _run_through(cfg, broker, rec, 0, tmp_path / "run-4.log", over)
+        assert _store_contents(state) == _true_counts(n1 + n2)

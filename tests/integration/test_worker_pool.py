@@ -146,7 +146,7 @@ def test_a_shutdown_request_in_a_worker_stops_the_container_cleanly(broker, uniq
 @pytest.mark.parametrize("pool", [1, 2])
 def test_the_container_and_its_workers_freeze_what_start_up_built(broker, unique, tmp_path: Path, pool: int) -> None:
     """The CLI's container (pool 1: tasks on the loop) and each worker (pool 2) move their start-up
-    objects out of the cyclic GC's reach before the first message (see container/gc_freeze.py)."""
+    objects out of the cyclic GC's reach before the first message (see samzamp/gc_freeze.py)."""
     topic = f"in-{unique}"
     seed_input(broker.bootstrap_servers, topic, PARTITIONS, 40)
     cfg, rec = _job(tmp_path, unique, topic, "GcFreezeTask")
@@ -156,3 +156,42 @@ def test_the_container_and_its_workers_freeze_what_start_up_built(broker, unique
     frozen = [a for _, a, _ in records(rec, "G")]
     assert len(frozen) == PARTITIONS
     assert min(frozen) > 1000, frozen  # modules, config, tasks: thousands of objects
+
+
+def test_a_process_call_past_the_callback_timeout_fails_the_container_naming_task_and_offset(
+    broker, unique, tmp_path: Path
+) -> None:
+    """A worker's process() that never returns in time: the container fails naming the task, SSP
+    and offset (not a message queued behind it, nor another task's), kills the worker, and no
+    checkpoint reaches that offset."""
+    n, slow_offset, timeout_ms = 2_000, 300, 1_000
+    topic = f"in-{unique}"
+    seed_input(broker.bootstrap_servers, topic, PARTITIONS, n)
+    cfg, rec = _job(tmp_path, unique, topic, "SlowAtTask")
+    c = Container(
+        cfg,
+        broker.bootstrap_servers,
+        "job.container.thread.pool.size=2",
+        f"task.callback.timeout.ms={timeout_ms}",
+        "test.slow.partition=1",
+        f"test.slow.offset={slow_offset}",
+        log=tmp_path / "run-0.log",
+    )
+    wait_until(lambda: ("S", 1, slow_offset) in records(rec, "S"), 60, "the slow call", c)
+    workers = _workers(c)
+    started = time.monotonic()
+    assert c.proc.wait(timeout=30) != 0
+    took = time.monotonic() - started
+    log = c.log_text()
+    assert took < timeout_ms / 1000 * 1.25 + 5, f"the timeout fired {took:.1f} s after the slow call began"
+    expected = (
+        f"task 'Partition 1' failed processing SystemStreamPartition [kafka, {topic}, 1] offset {slow_offset}: "
+        f"process() did not return within task.callback.timeout.ms = {timeout_ms} ms"
+    )
+    assert expected in log, log[-3000:]
+    assert not _gone(workers, 10), "a worker outlived its container"
+    last: dict[int, int] = {}
+    for _task, offsets in read_checkpoints(broker.bootstrap_servers, f"pool-{unique}"):
+        last.update(offsets)
+    assert last.get(1, -1) < slow_offset, f"checkpointed past the stuck message: {last}"
+    assert (1, slow_offset) not in {(p, o) for _, p, o in records(rec)}

@@ -8,8 +8,8 @@ import pytest
 
 from samzamp import SystemStreamPartition
 from samzamp.collect.completions import TaskCallbackImpl, TaskCallbackManager
-from samzamp.container.coordinator import ReadableCoordinator
 from samzamp.container.task_state import TaskState, WorkerOp
+from samzamp.task.coordinator import ReadableCoordinator
 
 SSP = SystemStreamPartition("kafka", "in", 0)
 

@@ -45,7 +45,6 @@ def bound_after_reports(tasks: int, per_message_ns: int) -> int:
         {},
         batch_size=256,
         in_flight_limit=100_000,
-        drop_producer_errors=False,
         metrics=MetricsRegistry(),
         on_ready=lambda t: None,
         on_requests=lambda t, c: None,

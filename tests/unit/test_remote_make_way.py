@@ -19,12 +19,12 @@ from samzamp.api.envelope import SystemStreamPartition
 from samzamp.choose.round_robin import RoundRobinChooser
 from samzamp.config import load_config, validate
 from samzamp.consume.system_consumers import SystemConsumers
-from samzamp.container.coordinator import ReadableCoordinator
 from samzamp.container.remote_task_instance import RemoteTaskInstance
 from samzamp.container.run_loop import RunLoop
 from samzamp.dispatch.process import frames as f
 from samzamp.metrics.registry import MetricsRegistry
 from samzamp.systems.inmemory.system import InMemoryStreams, InMemorySystemConsumer
+from samzamp.task.coordinator import ReadableCoordinator
 
 SSP = SystemStreamPartition("mem", "in", 0)
 N = 60
@@ -135,7 +135,6 @@ def _run(make_due: Callable[[RunLoop, RemoteTaskInstance], None]) -> tuple[Stepp
             {},
             batch_size=32,
             in_flight_limit=32,  # the whole batch goes out before any measurement, as at start
-            drop_producer_errors=False,
             metrics=metrics,
             on_ready=run_loop.task_ready,
             on_requests=run_loop.on_requests,

@@ -125,7 +125,6 @@ def _run(
             {},
             batch_size=4,
             in_flight_limit=16,
-            drop_producer_errors=False,
             metrics=metrics,
             on_ready=run_loop.task_ready,
             on_requests=run_loop.on_requests,

@@ -291,8 +291,7 @@ def test_a_store_is_read_after_the_run_as_the_final_commit_left_it():
 
 def test_in_memory_bounded_partitions_end_in_the_same_poll_as_their_last_messages():
     from samzamp import SystemStreamPartition
-    from samzamp.consume.system_consumers import END_OF_STREAM
-    from samzamp.systems.base import OLDEST
+    from samzamp.systems.base import END_OF_STREAM, OLDEST
     from samzamp.systems.inmemory import InMemoryStreams, InMemorySystemConsumer
 
     streams = InMemoryStreams()

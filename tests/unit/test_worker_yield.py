@@ -59,6 +59,7 @@ def _serve(task: SleepingTask, waits: list[list[Any]], arrivals: dict[int, list[
     w._unreported_ns = w._unreported = 0
     w._urgent = False
     w._report_after = 256
+    w.calls = None  # no task.callback.timeout.ms
     w.producers, w.changelogs = {}, {}
     w.tasks = [
         SimpleNamespace(  # type: ignore[list-item]

@@ -98,6 +98,7 @@ class WorkerSpec(msgspec.Struct, frozen=True):
     tasks: list[TaskSpec]
     to_worker: str  # RingSpec of the loop -> worker ring, encoded
     from_worker: str
+    calls_fd: int = -1  # the worker's CallSlot (see calls.py), inherited
 
 
 # -- loop -> worker ------------------------------------------------------------------------------
@@ -214,7 +215,8 @@ class DrainDone(_Frame):
 
 class CommitReady(_Frame):
     task: int
-    errors: list[str]  # outputs that could not be delivered (the loop decides: drop or fail)
+    # Why the commit must not go on (commit.flush_policy, applied by the worker); empty: it may.
+    errors: list[str]
     markers: dict[str, str]  # per store: newest changelog offset
 
 

@@ -25,6 +25,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -33,8 +34,9 @@ import msgspec
 import psutil
 
 from samzamp.api.envelope import SystemStreamPartition
-from samzamp.api.errors import TaskError, WorkerError
+from samzamp.api.errors import CallbackTimeoutError, TaskError, WorkerError
 from samzamp.dispatch.process import frames as f
+from samzamp.dispatch.process.calls import CallSlot
 from samzamp.ipc import EndOfQueue, Ring, create_ring
 from samzamp.metrics.registry import MetricsRegistry
 
@@ -66,8 +68,10 @@ class WorkerHandle:
         self.from_worker: Ring = create_ring(ring_bytes)
         self.tx = self.to_worker.sender()
         self.rx = self.from_worker.receiver()
+        self.calls = CallSlot.create()  # the process() call it is in (task.callback.timeout.ms)
         self.outbox: deque[bytes] = deque()
         self.task_names: list[str] = []
+        self.task_ssps: list[list[SystemStreamPartition]] = []  # per task index, in the worker's SSP order
         self.handlers: list[FrameHandler] = []  # per task index in this worker
         self.process: subprocess.Popen[bytes] | None = None
         self.pid = 0
@@ -102,12 +106,15 @@ class WorkerPool:
         self._metrics = metrics
         self._on_failure = on_failure
         self.max_frame = self.workers[0].to_worker.max_record if self.workers else 0
+        self._call_timeout_ns = 0  # 0: process() calls are not timed
+        self._call_timeout_key = ""
+        self._call_watch: asyncio.TimerHandle | None = None
 
     # -- start ----------------------------------------------------------------------------------
     def spawn(self) -> None:
         """Start the processes now (they import while the container connects); they wait for their spec."""
         for w in self.workers:
-            fds = [*w.to_worker.fds(), *w.from_worker.fds()]
+            fds = [*w.to_worker.fds(), *w.from_worker.fds(), w.calls.fd]
             w.process = subprocess.Popen(
                 [sys.executable, "-m", "samzamp.dispatch.process.worker"],
                 stdin=subprocess.PIPE,
@@ -132,6 +139,7 @@ class WorkerPool:
         for i, task_spec in tasks:
             specs[i].append(task_spec)
             self.workers[i].task_names.append(task_spec.name)
+            self.workers[i].task_ssps.append([SystemStreamPartition(*s) for s in task_spec.ssps])
         for w, task_specs in zip(self.workers, specs, strict=True):
             spec = f.WorkerSpec(
                 f.VERSION,
@@ -142,6 +150,7 @@ class WorkerPool:
                 task_specs,
                 w.to_worker.spec().encode(),
                 w.from_worker.spec().encode(),
+                w.calls.fd,
             )
             assert w.process is not None
             assert w.process.stdin is not None
@@ -236,6 +245,40 @@ class WorkerPool:
             w.handlers[frame.task](frame)
 
     # -- supervision ----------------------------------------------------------------------------
+    def time_calls(self, timeout_ms: int, key: str) -> None:
+        """Fail the container when a task's process() call in a worker runs longer than
+        ``timeout_ms`` (from the call's start: time queued behind other work does not count);
+        ``key`` names the setting in the error. The worker is killed: it may never return."""
+        if timeout_ms <= 0:
+            return
+        self._call_timeout_ns = timeout_ms * 1_000_000
+        self._call_timeout_key = key
+        if self._call_watch is None:
+            self._watch_calls()
+
+    def _watch_calls(self) -> None:
+        now = time.monotonic_ns()
+        for w in self.workers:
+            call = None if w.stopping or w.exited else w.calls.current()
+            if call is not None and now - call[0] > self._call_timeout_ns:
+                self._call_timed_out(w, *call, now)
+                return
+        # A quarter of the timeout between checks (at most 1 s): a call is caught within 1.25x.
+        period_s = min(self._call_timeout_ns / 4e9, 1.0)
+        self._call_watch = self._loop.call_later(max(period_s, 0.005), self._watch_calls)
+
+    def _call_timed_out(self, w: WorkerHandle, started: int, task: int, ssp: int, offset: int, now: int) -> None:
+        w.stopping = True  # its death is the consequence, not the news
+        assert w.process is not None
+        w.process.kill()
+        err = CallbackTimeoutError(
+            f"task {w.task_names[task]!r} failed processing {w.task_ssps[task][ssp]} offset {offset}: process() did "
+            f"not return within {self._call_timeout_key} = {self._call_timeout_ns // 1_000_000} ms (running for "
+            f"{(now - started) // 1_000_000} ms in worker {w.index}, pid {w.pid}, which was killed); nothing from "
+            "that offset on is checkpointed"
+        )
+        self._on_failure(err)
+
     def _on_exit(self, w: WorkerHandle) -> None:
         self._loop.remove_reader(w.pidfd)
         os.close(w.pidfd)
@@ -275,6 +318,8 @@ class WorkerPool:
     def kill(self) -> None:
         """SIGKILL every worker still running and release the rings (failure path and final clean-up).
         Idempotent."""
+        if self._call_watch is not None:
+            self._call_watch.cancel()
         for w in self.workers:
             if w.released:
                 continue
@@ -292,6 +337,7 @@ class WorkerPool:
                 w.pidfd = -1
             w.to_worker.close()
             w.from_worker.close()
+            w.calls.close()
 
     # -- metrics --------------------------------------------------------------------------------
     def _register_metrics(self, w: WorkerHandle) -> None:

@@ -41,17 +41,19 @@ from samzamp.api.task import (
     WindowableTask,
 )
 from samzamp.collect.collector import TaskCollector
+from samzamp.commit.flush_policy import commit_failure, flush_task_producers
 from samzamp.config import Config, validate
+from samzamp.config.stream_serdes import StreamSerdes
 from samzamp.config.validate import load_task_class
-from samzamp.container.coordinator import ReadableCoordinator
-from samzamp.container.gc_freeze import freeze_start_up
 from samzamp.dispatch.failures import deserialization_error, is_ignored, task_failure
 from samzamp.dispatch.process import frames as f
+from samzamp.dispatch.process.calls import CallSlot
+from samzamp.gc_freeze import freeze_start_up
 from samzamp.ipc import PeerGone, attach_ring
 from samzamp.metrics.registry import Counter
-from samzamp.serde.streams import StreamSerdes
 from samzamp.storage.manager import TaskStorage
 from samzamp.systems.base import SystemProducer
+from samzamp.task.coordinator import ReadableCoordinator
 
 if TYPE_CHECKING:
     from samzamp.systems.kafka.changelog import ChangelogProducer
@@ -61,7 +63,6 @@ __all__ = ["main"]
 log = logging.getLogger("samzamp.worker")
 
 EXIT_PARENT_GONE = 3
-FLUSH_TIMEOUT_S = 300.0
 
 
 def _die_with_parent(parent_pid: int) -> None:
@@ -109,6 +110,10 @@ class Worker:
         # The container's config as it loaded it: ${NAME} references are resolved already, and a
         # literal ${ (written $${) must stay literal, so it is not interpolated again.
         self.settings = validate(Config(spec.config))
+        # Where this worker's process() calls are published for the loop's timeout (calls.py);
+        # written only when a timeout is set, as it costs a few stores per message.
+        timed = self.settings.task.callback_timeout_ms > 0 or self.settings.task.drain_callback_timeout_ms > 0
+        self.calls: memoryview | None = CallSlot.attach(spec.calls_fd).fields if timed and spec.calls_fd >= 0 else None
         self.serdes = StreamSerdes(self.settings)
         self.producers: dict[str, SystemProducer] = {}
         self.changelogs: dict[str, ChangelogProducer] = {}
@@ -156,7 +161,6 @@ class Worker:
             stores: dict[str, Any] = {}
             if self.settings.stores:
                 wt.storage = TaskStorage(ts.name, self.settings, ts.changelog_partition, kafka, self.changelogs)
-                collector.producers_used.update(wt.storage.producers())  # flushed at commit
                 wt.storage.open(ts.markers)
                 stores = dict(wt.storage.stores)
             if isinstance(task, InitableTask):
@@ -273,7 +277,8 @@ class Worker:
         coordinator = ReadableCoordinator()
         ssps = wt.ssps
         decoders = wt.decoders
-        clock = time.perf_counter_ns
+        calls = self.calls
+        clock = time.monotonic_ns  # CLOCK_MONOTONIC: the loop reads call starts with the same clock
         total_ns = max_ns = count = 0
         check_at_ns = f.REPORT_EVERY_NS - self._unreported_ns
         last = len(frame.messages) - 1
@@ -292,12 +297,19 @@ class Worker:
                 self.fail(t, deserialization_error(wt.name, ssp, offset, e))
             size = (len(key_bytes) if key_bytes else 0) + (len(value_bytes) if value_bytes else 0)
             started = clock()
+            if calls is not None:
+                calls[1] = t
+                calls[2] = ssp_index
+                calls[3] = offset
+                calls[0] = started  # last: the loop reads the call's fields once this is set
             try:
                 process(IncomingMessageEnvelope(ssp, offset, key, message, size, ts), collector, coordinator)
             except Exception as e:
                 if not is_ignored(e, wt.ignored):
                     self._report_processed(t, frame.epoch, count, total_ns, max_ns)
                     self.fail(t, task_failure(wt.name, e, ssp, offset))
+            if calls is not None:
+                calls[0] = 0
             ns = clock() - started
             total_ns += ns
             if ns > max_ns:
@@ -375,20 +387,20 @@ class Worker:
                 wt.task.before_commit()
             except Exception as e:
                 self.fail(t, task_failure(wt.name, e))
-        errors: list[str] = []
         # One producer serves every task of this worker; flushing it flushes this task's outputs.
-        for producer in wt.collector.producers_used:
-            remaining = producer.flush(FLUSH_TIMEOUT_S)
-            if remaining:
-                errors.append(f"{remaining} outputs not acknowledged within {FLUSH_TIMEOUT_S:.0f} s")
-            errors.extend(producer.take_errors())
+        changelogs = wt.storage.changelogs() if wt.storage is not None else ()
+        result = flush_task_producers(wt.collector.producers_used, changelogs)
+        failure = commit_failure(wt.name, result, wt.drop_producer_errors)
+        if failure is not None:  # step 4 must not run: the loop fails the container, no checkpoint
+            self._reply(f.CommitReady(t, [failure], {}))
+            return
         markers: dict[str, str] = {}
-        if wt.storage is not None and not errors:
+        if wt.storage is not None:
             try:
                 markers = wt.storage.commit()  # step 4: the changelog is durable; apply the stores' writes
             except Exception as e:
                 self.fail(t, task_failure(wt.name, e))
-        self._reply(f.CommitReady(t, errors, markers))
+        self._reply(f.CommitReady(t, [], markers))
 
     def _checkpointed(self, frame: f.Checkpointed) -> None:
         wt = self.tasks[frame.task]

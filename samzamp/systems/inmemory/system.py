@@ -13,8 +13,7 @@ import zlib
 from typing import Any
 
 from samzamp.api.envelope import SystemStreamPartition
-from samzamp.consume.system_consumers import END_OF_STREAM
-from samzamp.systems.base import OLDEST, UPCOMING, RawMessage, StartOffset
+from samzamp.systems.base import END_OF_STREAM, OLDEST, UPCOMING, RawMessage, StartOffset
 
 __all__ = ["InMemoryStreams", "InMemorySystemAdmin", "InMemorySystemConsumer", "InMemorySystemProducer"]
 

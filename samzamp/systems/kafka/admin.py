@@ -11,6 +11,7 @@ from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-def
 from samzamp.api.envelope import SystemStreamPartition
 from samzamp.api.errors import SystemFailureError
 from samzamp.systems.base import RawMessage
+from samzamp.systems.kafka.assign import assign
 from samzamp.systems.kafka.client_config import EOF_READER, KafkaClientSettings, client_config
 from samzamp.systems.kafka.codes import PARTITION_EOF
 
@@ -114,7 +115,7 @@ class KafkaSystemAdmin:
         )
         out: list[RawMessage] = []
         try:
-            consumer.assign([TopicPartition(stream, partition, OFFSET_BEGINNING)])
+            assign(consumer, [TopicPartition(stream, partition, OFFSET_BEGINNING)])
             deadline = time.monotonic() + 120
             while time.monotonic() < deadline:
                 # consume(n, t) waits for n messages or t (this broker answers fetches late): take

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
 
 from samzamp.api.errors import SystemFailureError
+from samzamp.systems.kafka.assign import assign
 from samzamp.systems.kafka.client_config import EOF_READER, KafkaClientSettings, client_config
 from samzamp.systems.kafka.codes import PARTITION_EOF
 from samzamp.systems.kafka.producer import PRODUCER_LINGER_MS
@@ -27,7 +28,9 @@ class ChangelogProducer:
     """Sends store changes; ``newest(topic, partition)`` is the highest acknowledged offset there.
 
     Every changelog record gets a delivery report (that is how the offsets are learned); reports
-    are served by a background thread and by ``flush``.
+    are served by a background thread and by ``flush``. Failures are kept per changelog partition,
+    which is per task: the tasks of a process share this producer, and each task's commit must see
+    the failures of its own writes, never lose them to another task's commit.
     """
 
     def __init__(self, clients: KafkaClientSettings) -> None:
@@ -42,16 +45,18 @@ class ChangelogProducer:
         self._producer = Producer(client_config(clients, "changelog-producer", defaults, owned))
         self._produce = self._producer.produce
         self._newest: dict[tuple[str, int], int] = {}
-        self._errors: list[str] = []
+        self._errors: dict[tuple[str, int], list[str]] = {}
+        self._errors_lock = threading.Lock()  # failures are reported on two threads (see above)
         self._stopping = False
         self._thread = threading.Thread(target=self._serve, name="samzamp-changelog", daemon=True)
         self._thread.start()
 
     def _on_delivery(self, err: KafkaError | None, msg: Any) -> None:
-        if err is not None:
-            self._errors.append(f"{msg.topic()}[{msg.partition()}]: {err.str()}")
-            return
         key = (msg.topic(), msg.partition())
+        if err is not None:
+            with self._errors_lock:
+                self._errors.setdefault(key, []).append(f"{key[0]}[{key[1]}]: {err.str()}")
+            return
         offset = msg.offset()
         if offset > self._newest.get(key, -1):
             self._newest[key] = offset
@@ -71,9 +76,10 @@ class ChangelogProducer:
     def flush(self, timeout_s: float) -> int:
         return int(self._producer.flush(timeout_s))
 
-    def take_errors(self) -> list[str]:
-        errors, self._errors = self._errors, []
-        return errors
+    def take_errors(self, topic: str, partition: int) -> list[str]:
+        """Delivery failures of records sent to ``topic[partition]`` since the last call."""
+        with self._errors_lock:
+            return self._errors.pop((topic, partition), [])
 
     def newest(self, topic: str, partition: int) -> int | None:
         return self._newest.get((topic, partition))
@@ -106,7 +112,7 @@ def read_changelog(
         )
     )
     try:
-        consumer.assign([TopicPartition(topic, partition, OFFSET_BEGINNING if start < 0 else start)])
+        assign(consumer, [TopicPartition(topic, partition, OFFSET_BEGINNING if start < 0 else start)])
         while True:
             # consume(n, t) waits for n messages or t: take what is there, else wait for the next one.
             batch = consumer.consume(5000, 0) or consumer.consume(1, 0.5)

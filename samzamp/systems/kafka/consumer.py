@@ -10,6 +10,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartiti
 from samzamp.api.envelope import SystemStreamPartition
 from samzamp.api.errors import SystemFailureError
 from samzamp.systems.base import OLDEST, UPCOMING, RawMessage, StartOffset
+from samzamp.systems.kafka.assign import assign
 from samzamp.systems.kafka.client_config import ClientKind, KafkaClientSettings, client_config
 from samzamp.systems.kafka.codes import PARTITION_EOF
 
@@ -66,7 +67,7 @@ class KafkaSystemConsumer:
             else:
                 offset = start
             tps.append(TopicPartition(ssp.stream, ssp.partition, offset))
-        self._consumer.assign(tps)
+        assign(self._consumer, tps)
 
     def poll(self, timeout_s: float) -> dict[SystemStreamPartition, list[RawMessage]]:
         # consume(n, t) waits for n messages or t: take what is there now, and if that is nothing,

@@ -1,4 +1,8 @@
-"""Freezing what start-up built, for processes that run nothing but a container or a worker."""
+"""Freezing what start-up built, for processes that run nothing but a container or a worker.
+
+A process-level utility, beside ``extras``: the container and the worker's main both call it, and
+neither may import the other.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,8 @@
-"""The TaskCoordinator handed to each process/window/end-of-stream call; the loop reads its requests."""
+"""The TaskCoordinator handed to each process/window/end-of-stream call; its host reads the requests.
+
+Samza keeps it beside the task (``org.apache.samza.task.ReadableCoordinator``); here both hosts use it:
+the loop reads it directly, and a worker reports its ``flags()`` for the loop to rebuild with ``from_flags``.
+"""
 
 from __future__ import annotations
 

@@ -1,0 +1,30 @@
+"""The MessageChooser the fan-in feeds: what ``SystemConsumers`` needs of a chooser (Samza's
+``MessageChooser``). Implementations live in ``samzamp.choose``, the next stage, and the container
+hands one in, so this stage never imports a later one.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from samzamp.api.envelope import SystemStreamPartition
+from samzamp.systems.base import RawMessage
+
+__all__ = ["MessageChooser"]
+
+
+class MessageChooser(Protocol):
+    """Holds at most one envelope per SSP and says which the loop handles next.
+
+    ``update`` is called with an SSP's next envelope only after the previous one from that SSP was
+    chosen and taken for processing; ``choose`` returns None when it holds nothing.
+    """
+
+    def update(self, ssp: SystemStreamPartition, message: RawMessage) -> None:
+        """Offer ``ssp``'s next envelope."""
+
+    def choose(self) -> tuple[SystemStreamPartition, RawMessage] | None:
+        """Take the envelope to handle next, or None."""
+
+    def __len__(self) -> int:
+        """How many envelopes it holds."""

@@ -1,0 +1,67 @@
+"""Which process() call a worker is in, in shared memory the loop reads without the worker's help.
+
+task.callback.timeout.ms for a task in a worker: a worker stuck in process() cannot answer, and
+the loop's view of a task's in-flight messages is too coarse to say which one is running (messages
+queue behind each other and behind other tasks' work, and completions are reported in batches). So
+each worker writes, around every process() call, the call's start (CLOCK_MONOTONIC ns, the same
+clock in every process), task index, SSP index and offset into a slot of four int64s; the loop
+reads the slots on a timer and fails the container when a call has run longer than the timeout.
+The timeout thus counts from the call's own start: never from queueing.
+
+The worker writes the start last and clears it after the call; the loop reads it first and again
+after the other fields, so it never reports a mix of two calls. Aligned 8-byte stores and loads are
+single instructions on the platforms samzamp runs on.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+
+__all__ = ["CallSlot"]
+
+_FIELDS = 4  # started_ns (0: not in process()), task index, SSP index, offset
+_BYTES = 8 * _FIELDS
+
+
+class CallSlot:
+    """One worker's slot. The loop creates it (``create``) and hands ``fd`` to the worker, which
+    opens it with ``attach``. Only the worker writes ``fields`` (in its process loop, in the order
+    the module docstring gives); only the loop reads them (``current``)."""
+
+    def __init__(self, fd: int, owner: bool) -> None:
+        self.fd = fd
+        self._map = mmap.mmap(fd, _BYTES)
+        self._owner = owner
+        self.fields = memoryview(self._map).cast("q")
+        if not owner:  # the worker keeps the mapping only
+            os.close(fd)
+            self.fd = -1
+
+    @classmethod
+    def create(cls) -> CallSlot:
+        """A new zeroed slot (a memfd: pass ``fd`` to the worker in ``pass_fds``)."""
+        fd = os.memfd_create("samzamp-calls", os.MFD_CLOEXEC)
+        os.ftruncate(fd, _BYTES)
+        return cls(fd, owner=True)
+
+    @classmethod
+    def attach(cls, fd: int) -> CallSlot:
+        """The worker's view of the slot whose fd it inherited."""
+        return cls(fd, owner=False)
+
+    def current(self) -> tuple[int, int, int, int] | None:
+        """(started_ns, task index, SSP index, offset) of the call the worker is in, or None."""
+        f = self.fields
+        started = f[0]
+        if not started:
+            return None
+        task, ssp, offset = f[1], f[2], f[3]
+        return (started, task, ssp, offset) if f[0] == started else None
+
+    def close(self) -> None:
+        self.fields.release()
+        self._map.close()
+        if self._owner and self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1

@@ -1,0 +1,84 @@
+"""A fresh reader of a topic from its oldest record does not wait on librdkafka's 500 ms
+offset-query retry (samzamp.systems.kafka.assign): the input consumer at samza.offset.default =
+oldest, the checkpoint and coordinator stream reads (read_all) and a changelog restored from its
+start. A container makes four such reads in a row at start, so each one's delay was the bulk of
+its start-up.
+
+The evidence is the client's own: with librdkafka's ``topic`` debug context on, a consumer that
+assigns a partition whose leader it does not know yet logs "no current leader for partition:
+(re)starting offset query timer" and only then waits the timer's fixed 500 ms. Each case reads its
+first record and checks librdkafka's log (fd 2) for that line, and that the log was captured at all.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from kafka_util import create_topic, produce
+
+from samzamp.api.envelope import SystemStreamPartition
+from samzamp.systems.base import OLDEST
+from samzamp.systems.kafka import EmbeddedBroker, KafkaClientSettings, KafkaSystemAdmin, KafkaSystemConsumer
+from samzamp.systems.kafka.changelog import read_changelog
+
+pytestmark = pytest.mark.integration
+
+TIMER_STARTED = "(re)starting offset query timer"
+
+
+def assert_no_offset_query_timer(capfd: pytest.CaptureFixture[str]) -> None:
+    err = capfd.readouterr().err
+    assert "#consumer-" in err, "librdkafka's debug log was not captured: the check below would prove nothing"
+    timer = [line for line in err.splitlines() if TIMER_STARTED in line]
+    assert timer == [], "the consumer waited librdkafka's offset-query timer:\n" + "\n".join(timer)
+
+
+@pytest.fixture
+def topic(broker: EmbeddedBroker, unique: str) -> str:
+    name = f"reader-start-{unique}"
+    create_topic(broker.bootstrap_servers, name, 1)
+    produce(broker.bootstrap_servers, name, 1, 3)
+    return name
+
+
+def clients(broker: EmbeddedBroker) -> KafkaClientSettings:
+    return KafkaClientSettings(
+        "kafka", broker.bootstrap_servers, "samzamp-test-reader-start", common={"debug": "topic"}
+    )
+
+
+def test_input_consumer_from_oldest(broker: EmbeddedBroker, topic: str, capfd: pytest.CaptureFixture[str]) -> None:
+    def first_record() -> object:
+        consumer = KafkaSystemConsumer(clients(broker), "test-reader-start")
+        consumer.register(SystemStreamPartition("kafka", topic, 0), OLDEST)
+        consumer.start()
+        try:
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                got = consumer.poll(0.05)
+                if got:
+                    return got
+            raise AssertionError(f"no record of {topic} within 10 s")
+        finally:
+            consumer.stop()
+
+    first_record()
+    assert_no_offset_query_timer(capfd)
+
+
+def test_read_all(broker: EmbeddedBroker, topic: str, capfd: pytest.CaptureFixture[str]) -> None:
+    admin = KafkaSystemAdmin(clients(broker))
+
+    def first_record() -> object:
+        records = admin.read_all(topic, 0)
+        assert [r[0] for r in records] == [0, 1, 2]
+        return records
+
+    first_record()
+    assert_no_offset_query_timer(capfd)
+
+
+def test_changelog_restore_from_oldest(broker: EmbeddedBroker, topic: str, capfd: pytest.CaptureFixture[str]) -> None:
+    assert next(read_changelog(clients(broker), topic, 0, -2, None))[0] == 0
+    assert_no_offset_query_timer(capfd)
