@@ -25,11 +25,11 @@ from samzamp.collect.completions import TaskCallbackImpl, TaskCallbackManager
 from samzamp.commit import pipeline
 from samzamp.container.task_base import TaskBase
 from samzamp.dispatch.adapters import InlineSyncAdapter, RunnableTask
-from samzamp.dispatch.failures import deserialization_error, is_ignored, task_failure
 from samzamp.metrics.registry import MetricsRegistry
 from samzamp.storage.manager import TaskStorage
 from samzamp.systems.base import RawMessage
 from samzamp.task.coordinator import ReadableCoordinator
+from samzamp.task.failures import deserialization_error, is_ignored, task_failure
 
 __all__ = ["TaskInstance"]
 

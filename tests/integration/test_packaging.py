@@ -126,7 +126,7 @@ def _assert_installed(venv: Venv) -> None:
     version = venv.run(venv.bin("samzamp-container"), "--version")
     assert version.returncode == 0, version.stderr
     assert version.stdout.strip() == f"samzamp-container {__version__}"
-    worker = venv.run(venv.bin("python"), "-c", "import samzamp.dispatch.process.worker, samzamp._ring")
+    worker = venv.run(venv.bin("python"), "-c", "import samzamp.worker, samzamp._ring")
     assert worker.returncode == 0, worker.stderr
     imported = venv.run(venv.bin("python"), "-c", IMPORT_ALL)
     assert imported.returncode == 0, imported.stderr

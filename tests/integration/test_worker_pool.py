@@ -25,7 +25,7 @@ from kafka_util import (
 pytestmark = pytest.mark.integration
 
 PARTITIONS = 4
-WORKER_MODULE = "samzamp.dispatch.process.worker"
+WORKER_MODULE = "samzamp.worker"
 
 
 def _workers(c: Container) -> list[psutil.Process]:

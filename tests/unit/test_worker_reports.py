@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from samzamp.dispatch.process import frames as f
-from samzamp.dispatch.process.worker import Worker
+from samzamp.worker.host import Worker
 
 
 class CapturingSend:

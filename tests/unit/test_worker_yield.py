@@ -11,7 +11,7 @@ from typing import Any
 
 from samzamp.api.envelope import SystemStreamPartition
 from samzamp.dispatch.process import frames as f
-from samzamp.dispatch.process.worker import Worker
+from samzamp.worker.host import Worker
 
 SSP = SystemStreamPartition("kafka", "in", 0)
 # Each message takes longer than a report interval, so the worker reports (and reads its ring) after each.

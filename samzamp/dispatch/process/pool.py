@@ -116,7 +116,7 @@ class WorkerPool:
         for w in self.workers:
             fds = [*w.to_worker.fds(), *w.from_worker.fds(), w.calls.fd]
             w.process = subprocess.Popen(
-                [sys.executable, "-m", "samzamp.dispatch.process.worker"],
+                [sys.executable, "-m", "samzamp.worker"],
                 stdin=subprocess.PIPE,
                 pass_fds=fds,
                 close_fds=True,

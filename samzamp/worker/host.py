@@ -1,6 +1,6 @@
 """The main of a worker process: run the synchronous tasks pinned to it, fed over a ring by the loop.
 
-Started by ``WorkerPool`` as ``python -m samzamp.dispatch.process.worker`` with the two rings' fds
+Started by ``WorkerPool`` as ``python -m samzamp.worker`` with the two rings' fds
 inherited; reads its ``WorkerSpec`` (JSON) from stdin. It builds its own Kafka producer (no Kafka
 client crosses the exec), imports task.class, inits its tasks, answers ``Ready`` and then serves
 frames until ``Stop``.
@@ -45,7 +45,6 @@ from samzamp.commit.flush_policy import commit_failure, flush_task_producers
 from samzamp.config import Config, validate
 from samzamp.config.stream_serdes import StreamSerdes
 from samzamp.config.validate import load_task_class
-from samzamp.dispatch.failures import deserialization_error, is_ignored, task_failure
 from samzamp.dispatch.process import frames as f
 from samzamp.dispatch.process.calls import CallSlot
 from samzamp.gc_freeze import freeze_start_up
@@ -54,6 +53,7 @@ from samzamp.metrics.registry import Counter
 from samzamp.storage.manager import TaskStorage
 from samzamp.systems.base import SystemProducer
 from samzamp.task.coordinator import ReadableCoordinator
+from samzamp.task.failures import deserialization_error, is_ignored, task_failure
 
 if TYPE_CHECKING:
     from samzamp.systems.kafka.changelog import ChangelogProducer
@@ -458,7 +458,3 @@ def main() -> int:
     except PeerGone:
         return EXIT_PARENT_GONE
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
