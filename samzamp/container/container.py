@@ -15,12 +15,10 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
-from samzamp.api.context import TaskContext
 from samzamp.api.envelope import SystemStream, SystemStreamPartition
 from samzamp.api.errors import SystemFailureError
 from samzamp.api.task import AsyncStreamTask, WindowableTask
 from samzamp.choose.round_robin import RoundRobinChooser
-from samzamp.collect.collector import TaskCollector
 from samzamp.commit.topic_checkpoint import TopicCheckpointManager
 from samzamp.config.settings import JobSettings
 from samzamp.config.stream_serdes import StreamSerdes
@@ -49,6 +47,8 @@ from samzamp.systems.inmemory.system import (
     InMemorySystemConsumer,
     InMemorySystemProducer,
 )
+from samzamp.task.model import TaskModel
+from samzamp.task.runtime import TaskRuntime
 
 if TYPE_CHECKING:
     from samzamp.systems.kafka.changelog import ChangelogProducer
@@ -325,37 +325,37 @@ class SamzaContainer:
                 await self._start_remote_tasks(self.pool, model, checkpointed, task_class, run_loop)
             for name in sorted(model) if self.pool is None else ():
                 task_ssps = model[name]
-                task = task_class()
-                collector = TaskCollector(
-                    name,
+                runtime = TaskRuntime(
+                    TaskModel(
+                        name,
+                        tuple(sorted(task_ssps)),
+                        self._changelog_partitions.get(name, 0),
+                        self._markers.get(name, {}),
+                    ),
+                    task_class,
                     self.producers,
                     self._serdes_of,
-                    st.task.drop_serialization_errors,
-                    self.metrics.counter(f"TaskName-{name}", "send-calls"),
-                    self.metrics.counter("SystemProducersMetrics", "serialization error"),
-                    fallback_system=self._unconfigured_sends_to,
-                )
-                ti = TaskInstance(
-                    name,
-                    task_ssps,
-                    task,
-                    adapt_task(task, loop),
-                    collector,
-                    {s: self._serdes_of(s.system_stream) for s in task_ssps},
-                    {s: o for s, o in checkpointed.items() if s in task_ssps},
-                    max_concurrency=st.task.max_concurrency,
-                    callback_timeout_ms=st.task.callback_timeout_ms,
+                    self.metrics,
+                    drop_serialization_errors=st.task.drop_serialization_errors,
                     drop_deserialization_errors=st.task.drop_deserialization_errors,
                     drop_producer_errors=st.task.drop_producer_errors,
                     ignored_exceptions=st.task.ignored_exceptions,
+                    fallback_system=self._unconfigured_sends_to,
+                )
+                ti = TaskInstance(
+                    runtime,
+                    adapt_task(runtime.task, loop),
+                    {s: o for s, o in checkpointed.items() if s in task_ssps},
+                    max_concurrency=st.task.max_concurrency,
+                    callback_timeout_ms=st.task.callback_timeout_ms,
                     metrics=self.metrics,
                     loop=loop,
                     on_ready=run_loop.task_ready,
                     on_abort=run_loop.abort,
                     on_requests=run_loop.on_requests,
                 )
-                stores = await self._open_stores(name, ti)
-                ti.init(TaskContext(name, task_ssps, st.config, stores))
+                await self._open_stores(ti)
+                runtime.init(st.config)
                 self.tasks.append(ti)
                 run_loop.add_task(ti)
             self._register_lag_gauges(system_consumers)
@@ -379,9 +379,7 @@ class SamzaContainer:
                     if isinstance(ti.runnable, CoroutineAdapter):
                         ti.runnable.cancel_all()
             for ti in self.tasks:
-                ti.close()
-                if ti.storage is not None:
-                    ti.storage.close()
+                ti.close()  # the task, then its stores
             if self.pool is not None:
                 await self.pool.stop()  # closes every task in its worker
             self.drained = run_loop.drain_complete
@@ -408,24 +406,23 @@ class SamzaContainer:
             rf = self.settings.systems[st.changelog.system].replication_factor
             admin.create_stream(st.changelog.stream, tasks, rf, configs)
 
-    async def _open_stores(self, name: str, ti: TaskInstance) -> dict[str, Any]:
+    async def _open_stores(self, ti: TaskInstance) -> None:
         """Open and restore the task's stores before its init (the task sees no message before)."""
         if not self.settings.stores:
-            return {}
+            return
         if self.changelog_producers is None:
             from samzamp.systems.kafka.changelog import changelog_producers
 
             self.changelog_producers = changelog_producers(self.settings, self._kafka)
+        name = ti.name
         storage = TaskStorage(
             name, self.settings, self._changelog_partitions[name], self._kafka, self.changelog_producers
         )
-        ti.storage = storage
         ti.logged_stores = self.settings.logged_stores
-        reports = await asyncio.to_thread(storage.open, self._markers.get(name, {}))
+        reports = await asyncio.to_thread(ti.runtime.open_stores, storage)
         for r in reports:
             self.metrics.gauge(f"TaskName-{name}", f"{r.store}-restored-records").set(r.replayed)
             self.metrics.gauge(f"TaskName-{name}", f"{r.store}-reverted-records").set(r.reverted)
-        return dict(storage.stores)
 
     def _on_pool_failure(self, error: BaseException) -> None:
         if self.run_loop is not None:

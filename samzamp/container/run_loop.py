@@ -270,7 +270,7 @@ class RunLoop:
         run_limit = self._run_limit
         envelopes = self.m_envelopes
         deadline = clock() + SLICE_S
-        deadline_ns = time.perf_counter_ns() + int(SLICE_S * 1e9)  # runs end with the slice
+        deadline_ns = time.monotonic_ns() + int(SLICE_S * 1e9)  # runs end with the slice
         refill = consumers.refill
         refill()
         for i in range(SLICE):

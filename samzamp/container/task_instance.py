@@ -1,4 +1,8 @@
-"""One task of the container: decode -> dispatch -> completions -> offsets, plus its window and commit.
+"""One task of the container on the event loop: messages in, completions and offsets out.
+
+The task itself (decode, process, hooks, commit steps, error policy) runs in its ``TaskRuntime``;
+this host adds what only the loop has: the dispatch adapters (async tasks, callbacks and their
+timeouts), the low watermark of completed messages and the hand-off of requests to the run loop.
 
 All methods run on the event loop thread. Callbacks completed on other threads are routed back onto
 the loop before they touch any state here.
@@ -7,20 +11,14 @@ the loop before they touch any state here.
 from __future__ import annotations
 
 import asyncio
-import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
-from samzamp.api.collector import MessageCollector, TaskCoordinator
-from samzamp.api.context import TaskContext
-from samzamp.api.envelope import IncomingMessageEnvelope, SystemStreamPartition
+from samzamp.api.envelope import SystemStreamPartition
 from samzamp.api.errors import CallbackTimeoutError
-from samzamp.api.serde import Serde
-from samzamp.api.task import ClosableTask, DrainListenerTask, EndOfStreamListenerTask, InitableTask, WindowableTask
-from samzamp.collect.collector import TaskCollector
 from samzamp.collect.completions import TaskCallbackImpl, TaskCallbackManager
 from samzamp.commit import pipeline
 from samzamp.container.task_base import TaskBase
@@ -29,190 +27,115 @@ from samzamp.metrics.registry import MetricsRegistry
 from samzamp.storage.manager import TaskStorage
 from samzamp.systems.base import RawMessage
 from samzamp.task.coordinator import ReadableCoordinator
-from samzamp.task.failures import deserialization_error, is_ignored, task_failure
+from samzamp.task.runtime import RUN_REQUESTED, TaskRuntime
 
 __all__ = ["TaskInstance"]
 
-_NO_MORE: deque[RawMessage] = deque()  # a run of one message: nothing more to take
-
-log = logging.getLogger(__name__)
+_NO_CHECK = 1 << 62  # a run on the loop ends by its own limit and deadline, never by process time
 
 
 class TaskInstance(TaskBase):
     def __init__(
         self,
-        name: str,
-        ssps: frozenset[SystemStreamPartition],
-        task: Any,
+        runtime: TaskRuntime,
         runnable: RunnableTask,
-        collector: TaskCollector,
-        serdes: dict[SystemStreamPartition, tuple[Serde | None, Serde | None]],
         checkpointed: dict[SystemStreamPartition, int],
         *,
         max_concurrency: int,
         callback_timeout_ms: int,
-        drop_deserialization_errors: bool,
-        drop_producer_errors: bool,
-        ignored_exceptions: tuple[str, ...],
         metrics: MetricsRegistry,
         loop: asyncio.AbstractEventLoop,
         on_ready: Callable[[TaskInstance], None],
         on_abort: Callable[[BaseException], None],
         on_requests: Callable[[TaskInstance, ReadableCoordinator], None],
     ) -> None:
-        super().__init__(name, ssps, max_concurrency, checkpointed, metrics)
-        self.drop_producer_errors = drop_producer_errors
-        self.task = task
+        super().__init__(runtime.name, frozenset(runtime.ssps), max_concurrency, checkpointed, metrics)
+        self.runtime = runtime
         self.runnable = runnable
-        self.collector = collector
         self.callbacks = TaskCallbackManager(max_concurrency)
-        self.storage: TaskStorage | None = None  # the task's stores, when the job has any
-        self._decoders = {
-            s: (None if k is None else k.from_bytes, None if m is None else m.from_bytes)
-            for s, (k, m) in serdes.items()
-        }
         self._timeout_s = callback_timeout_ms / 1000 if callback_timeout_ms > 0 else 0.0
-        self._drop_deser = drop_deserialization_errors
-        self._ignored = ignored_exceptions
         self._loop = loop
         self._loop_thread = threading.get_ident()
         self._on_ready = on_ready
         self._on_abort = on_abort
         self._on_requests = on_requests
         # Sync tasks run inline take the fast path; every other kind goes through TaskCallbacks.
-        self._inline: Callable[..., None] | None = runnable.process if isinstance(runnable, InlineSyncAdapter) else None
-        self._coordinator = ReadableCoordinator()
-        self.m_deser_errors = metrics.counter("SystemConsumersMetrics", "deserialization error")
+        self._inline = isinstance(runnable, InlineSyncAdapter)
+
+    @property
+    def task(self) -> Any:
+        return self.runtime.task
+
+    @property
+    def storage(self) -> TaskStorage | None:
+        return self.runtime.storage
 
     # -- lifecycle ------------------------------------------------------------------------------
-    def init(self, context: TaskContext) -> None:
-        if isinstance(self.task, InitableTask):
-            self.task.init(context)
-
     def close(self) -> None:
-        if isinstance(self.task, ClosableTask):
-            self.task.close()
+        """Close the task and its stores."""
+        self.runtime.close()
 
     # -- process --------------------------------------------------------------------------------
     def dispatch(self, ssp: SystemStreamPartition, raw: RawMessage) -> None:
         """Start processing one message (the state said PROCESS)."""
-        if self._inline is not None:
-            self.process_run(ssp, raw, _NO_MORE, 1, 0)
+        if self._inline:
+            self.process_run(ssp, raw, deque(), 1, 0)
             return
-        offset, key_bytes, value_bytes, ts = raw
-        key_dec, msg_dec = self._decoders[ssp]
+        offset = raw[0]
         try:
-            key = key_bytes if key_dec is None or key_bytes is None else key_dec(key_bytes)
-            message = value_bytes if msg_dec is None or value_bytes is None else msg_dec(value_bytes)
+            envelope = self.runtime.envelope(self.runtime.index_of[ssp], raw)
         except Exception as e:
-            self._deserialization_failed(ssp, offset, e)
+            self._on_abort(e)
             return
-        size = (len(key_bytes) if key_bytes else 0) + (len(value_bytes) if value_bytes else 0)
-        envelope = IncomingMessageEnvelope(ssp, offset, key, message, size, ts)
+        if envelope is None:  # dropped: completes at once, in order with the others
+            cb = TaskCallbackImpl(self._deliver, self.callbacks.new_seq(), ssp, offset, None, time.perf_counter_ns())
+            self.state.messages_in_flight += 1
+            cb.complete()
+            return
         coordinator = ReadableCoordinator()
         cb = TaskCallbackImpl(self._deliver, self.callbacks.new_seq(), ssp, offset, coordinator, time.perf_counter_ns())
         self.state.messages_in_flight += 1
         self.m_process_calls.count += 1
         if self._timeout_s:
             cb.timer = self._loop.call_later(self._timeout_s, self._timed_out, cb)
-        self.runnable.process_async(envelope, self.collector, coordinator, cb)
+        self.runnable.process_async(envelope, self.runtime.collector, coordinator, cb)
 
     @property
     def windowable(self) -> bool:
-        return isinstance(self.task, WindowableTask)
+        return self.runtime.windowable
 
     def process_run(
         self, ssp: SystemStreamPartition, first: RawMessage, buffer: deque[RawMessage], limit: int, deadline_ns: int
     ) -> int:
         """Process ``first`` and then up to ``limit - 1`` more messages of ``ssp`` straight from its
-        fetch buffer, in order, until ``deadline_ns`` (perf_counter_ns) passes (the state said PROCESS).
-        A task that is not run inline takes one. A control marker (end of stream, drain) ends a run.
-
-        This is the per-message path with the per-message overheads hoisted: one loop, locals for
-        everything it touches, metrics applied once per run. A run stops early at an end-of-stream
-        marker (left in the buffer), at a coordinator request (handled before the next message, as
-        a one-message run would) and at a failure. Returns how many messages it took.
+        fetch buffer, in order, until ``deadline_ns`` (time.monotonic_ns) passes (the state said
+        PROCESS). A task that is not run inline takes one. A control marker (end of stream, drain)
+        ends a run and stays first in the buffer. A coordinator request is handed to the run loop
+        before the next message, as a one-message run would. Returns how many messages it took.
         """
-        process = self._inline
-        if process is None:  # runs on asyncio or calls back: one message through the callback path
+        if not self._inline:  # runs on asyncio or calls back: one message through the callback path
             self.dispatch(ssp, first)
             return 1
-        # A sync task on the loop thread completes when process returns: the callback machinery
-        # (sequence numbers, thread hand-off) has nothing to do and is skipped.
-        key_dec, msg_dec = self._decoders[ssp]
-        collector = self.collector
-        coordinator = self._coordinator
-        clock = time.perf_counter_ns
-        envelope_of = IncomingMessageEnvelope
-        total_ns = max_ns = n = started = 0
-        taken = 1
-        done = -1  # offset of the last message completed in this run
-        raw = first
+        rt = self.runtime
+        index = rt.index_of[ssp]
         try:
-            while True:
-                offset, key_bytes, value_bytes, ts = raw
-                if offset < 0:  # a control marker ends the run; it stays first in the buffer
-                    buffer.appendleft(raw)
-                    return taken - 1
-                try:
-                    key = key_bytes if key_dec is None or key_bytes is None else key_dec(key_bytes)
-                    message = value_bytes if msg_dec is None or value_bytes is None else msg_dec(value_bytes)
-                except Exception as e:
-                    if not self._deserialization_failed(ssp, offset, e):
-                        return taken
-                    done = offset
-                else:
-                    size = (len(key_bytes) if key_bytes else 0) + (len(value_bytes) if value_bytes else 0)
-                    started = clock()
-                    try:
-                        process(envelope_of(ssp, offset, key, message, size, ts), collector, coordinator)
-                    except Exception as e:
-                        if not self._is_ignored(e):
-                            self._on_abort(self.failure(e, ssp, offset))
-                            return taken
-                    ns = clock() - started
-                    total_ns += ns
-                    if ns > max_ns:
-                        max_ns = ns
-                    n += 1
-                    done = offset
-                    if coordinator.requested:
-                        self.last_processed[ssp] = offset
-                        self._coordinator = ReadableCoordinator()
-                        self._on_requests(self, coordinator)
-                        return taken
-                if taken >= limit or not buffer or started > deadline_ns:
-                    return taken
-                raw = buffer.popleft()
-                taken += 1
-        finally:
-            if done >= 0:
-                self.last_processed[ssp] = done
-            self.m_process_calls.count += n
-            self.m_processed.count += n
-            t = self.m_process_ns
-            t.count += n
-            t.total_ns += total_ns
-            if max_ns > t.max_ns:
-                t.max_ns = max_ns
-
-    def _deserialization_failed(self, ssp: SystemStreamPartition, offset: int, error: Exception) -> bool:
-        """A message that cannot be decoded: drop it (True, go on) or fail the container (False)."""
-        if self._drop_deser:
-            self.m_deser_errors.count += 1
-            log.warning("task %r: dropped %s offset %d: cannot deserialize: %s", self.name, ssp, offset, error)
-            self._complete_skipped(ssp, offset)
-            return True
-        self._on_abort(deserialization_error(self.name, ssp, offset, error))
-        return False
-
-    def _complete_skipped(self, ssp: SystemStreamPartition, offset: int) -> None:
-        if self._inline is not None:
-            self.last_processed[ssp] = offset
-            return
-        cb = TaskCallbackImpl(self._deliver, self.callbacks.new_seq(), ssp, offset, None, time.perf_counter_ns())
-        self.state.messages_in_flight += 1
-        cb.complete()
+            outcome = rt.process_run(_run(index, first, buffer, limit, deadline_ns), _NO_CHECK)
+        except Exception as e:
+            self._on_abort(e)
+            outcome = -1
+        if rt.run_offset >= 0:
+            self.last_processed[ssp] = rt.run_offset
+        n = rt.run_calls
+        self.m_process_calls.count += n
+        self.m_processed.count += n
+        t = self.m_process_ns
+        t.count += n
+        t.total_ns += rt.run_ns
+        if rt.run_max_ns > t.max_ns:
+            t.max_ns = rt.run_max_ns
+        if outcome == RUN_REQUESTED:
+            self._on_requests(self, rt.requests)
+        return rt.run_taken + (outcome < 0)
 
     def _deliver(self, cb: TaskCallbackImpl, error: BaseException | None) -> None:
         if threading.get_ident() == self._loop_thread:
@@ -232,7 +155,7 @@ class TaskInstance(TaskBase):
         if cb.timer is not None:
             cb.timer.cancel()
             cb.timer = None
-        if error is not None and not self._is_ignored(error):
+        if error is not None and not self.runtime.is_ignored(error):
             self._on_abort(self.failure(error, cb.ssp, cb.offset))
             return
         self.state.messages_in_flight -= 1
@@ -244,52 +167,35 @@ class TaskInstance(TaskBase):
         last = self.last_processed
         for rcb in released:
             last[rcb.ssp] = rcb.offset
-            self.m_processed.count += 1
             coordinator = rcb.coordinator
-            if coordinator is not None and coordinator.has_requests:
+            if coordinator is None:  # a dropped message: taken, never processed
+                continue
+            self.m_processed.count += 1
+            if coordinator.requested:
                 self._on_requests(self, coordinator)
 
     def after_commit(self) -> None:
         """A commit request may have held completed callbacks back: release them now."""
         self._release(self.callbacks.drain())
 
-    def _is_ignored(self, error: BaseException) -> bool:
-        return is_ignored(error, self._ignored)
-
     def failure(
         self, error: BaseException, ssp: SystemStreamPartition | None = None, offset: int | None = None
     ) -> BaseException:
-        return task_failure(self.name, error, ssp, offset)
+        return self.runtime.failure(error, ssp, offset)
 
     # -- window / end of stream -----------------------------------------------------------------
     def window(self) -> ReadableCoordinator | None:
         """Run window() (the state said WINDOW); returns the coordinator with the task's requests."""
-        if not isinstance(self.task, WindowableTask):
+        if not self.runtime.windowable:
             return None
         start = time.perf_counter_ns()
         self.m_window_calls.count += 1
-        coordinator = self._run_hook(self.task.window)
+        coordinator = self.runtime.window()
         self.m_window_ns.update(time.perf_counter_ns() - start)
         return coordinator
 
-    def _run_hook(self, hook: Callable[[MessageCollector, TaskCoordinator], None] | None) -> ReadableCoordinator:
-        """Call window / on_end_of_stream / on_drain (None: the task has no such hook). An exception
-        listed in task.ignored.exceptions is ignored, as Samza's TaskInstanceExceptionHandler does
-        for all three; any other fails the task."""
-        coordinator = ReadableCoordinator()
-        if hook is not None:
-            try:
-                hook(self.collector, coordinator)
-            except Exception as e:
-                if not self._is_ignored(e):
-                    raise self.failure(e) from e
-        return coordinator
-
     def end_of_stream(self) -> ReadableCoordinator:
-        task = self.task
-        coordinator = self._run_hook(task.on_end_of_stream if isinstance(task, EndOfStreamListenerTask) else None)
-        coordinator.shutdown()
-        return coordinator
+        return self.runtime.end_of_stream()
 
     def enter_drain_mode(self, callback_timeout_ms: int) -> None:
         """While draining, callbacks started from now on time out after task.callback.drain.timeout.ms
@@ -298,8 +204,7 @@ class TaskInstance(TaskBase):
             self._timeout_s = callback_timeout_ms / 1000
 
     def on_drain(self) -> ReadableCoordinator:
-        task = self.task
-        return self._run_hook(task.on_drain if isinstance(task, DrainListenerTask) else None)
+        return self.runtime.drain()
 
     # -- the shape the run loop drives (shared with RemoteTaskInstance) -------------------------
     def start_window(self, done: Callable[[TaskInstance, ReadableCoordinator | None], None]) -> None:
@@ -317,9 +222,27 @@ class TaskInstance(TaskBase):
         task's callbacks are bounded by task.callback.timeout.ms."""
 
     async def prepare_commit(self) -> tuple[dict[SystemStreamPartition, int], dict[str, str]]:
-        """Commit steps 1-4 (before_commit, offsets, flush producers, flush stores) where the task runs."""
-        return await pipeline.prepare_local_commit(self)
+        """Commit steps 1-4 (before_commit, offsets, flush producers, commit stores) where the task runs."""
+        return await pipeline.prepare_local_commit(self.runtime, self.last_processed)
 
     def checkpoint_written(self, offsets: dict[SystemStreamPartition, int]) -> None:
         """Commit step 6: tell the task."""
-        pipeline.on_checkpoint(self, offsets)
+        self.runtime.on_checkpoint(offsets)
+
+
+def _run(
+    index: int, first: RawMessage, buffer: deque[RawMessage], limit: int, deadline_ns: int
+) -> Iterator[tuple[int, RawMessage]]:
+    """``first``, then messages from ``buffer`` while ``limit`` and ``deadline_ns`` allow; a control
+    marker (offset < 0) ends the run and stays first in the buffer."""
+    yield index, first
+    clock = time.monotonic_ns
+    popleft = buffer.popleft
+    for _ in range(limit - 1):
+        if not buffer or clock() > deadline_ns:
+            return
+        raw = popleft()
+        if raw[0] < 0:
+            buffer.appendleft(raw)
+            return
+        yield index, raw

@@ -25,23 +25,12 @@ import sys
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, NoReturn
 
 import msgspec
 
-from samzamp.api.context import TaskContext
-from samzamp.api.envelope import IncomingMessageEnvelope, SystemStreamPartition
+from samzamp.api.envelope import SystemStreamPartition
 from samzamp.api.errors import SystemFailureError
-from samzamp.api.task import (
-    CheckpointListenerTask,
-    ClosableTask,
-    DrainListenerTask,
-    EndOfStreamListenerTask,
-    InitableTask,
-    WindowableTask,
-)
-from samzamp.collect.collector import TaskCollector
-from samzamp.commit.flush_policy import commit_failure, flush_task_producers
 from samzamp.config import Config, validate
 from samzamp.config.stream_serdes import StreamSerdes
 from samzamp.config.validate import load_task_class
@@ -49,11 +38,12 @@ from samzamp.dispatch.process import frames as f
 from samzamp.dispatch.process.calls import CallSlot
 from samzamp.gc_freeze import freeze_start_up
 from samzamp.ipc import PeerGone, attach_ring
-from samzamp.metrics.registry import Counter
+from samzamp.metrics.registry import MetricsRegistry
 from samzamp.storage.manager import TaskStorage
 from samzamp.systems.base import SystemProducer
 from samzamp.task.coordinator import ReadableCoordinator
-from samzamp.task.failures import deserialization_error, is_ignored, task_failure
+from samzamp.task.model import TaskModel
+from samzamp.task.runtime import RUN_DONE, RUN_REQUESTED, TaskRuntime
 
 if TYPE_CHECKING:
     from samzamp.systems.kafka.changelog import ChangelogProducer
@@ -76,27 +66,13 @@ def _die_with_parent(parent_pid: int) -> None:
 
 
 class WorkerTask:
-    """One task as its worker runs it."""
+    """One task as its worker hosts it: its runtime, and which Process frames to skip."""
 
-    def __init__(self, spec: f.TaskSpec, task: Any, collector: TaskCollector, serdes: StreamSerdes, settings: Any):
-        self.name = spec.name
-        self.ssps = [SystemStreamPartition(s, st, p, b) for s, st, p, b in spec.ssps]
-        self.task = task
-        self.collector = collector
-        self.decoders = []
-        for ssp in self.ssps:
-            key_serde, msg_serde = serdes(ssp.system_stream)
-            self.decoders.append(
-                (
-                    None if key_serde is None else key_serde.from_bytes,
-                    None if msg_serde is None else msg_serde.from_bytes,
-                )
-            )
-        self.ignored: tuple[str, ...] = settings.task.ignored_exceptions
-        self.drop_deser: bool = settings.task.drop_deserialization_errors
-        self.drop_producer_errors: bool = settings.task.drop_producer_errors
+    __slots__ = ("runtime", "skip_epoch")
+
+    def __init__(self, runtime: TaskRuntime) -> None:
+        self.runtime = runtime
         self.skip_epoch = -1  # Process frames of this epoch or older are skipped (taken back by the loop)
-        self.storage: TaskStorage | None = None
 
 
 class Worker:
@@ -115,6 +91,9 @@ class Worker:
         timed = self.settings.task.callback_timeout_ms > 0 or self.settings.task.drain_callback_timeout_ms > 0
         self.calls: memoryview | None = CallSlot.attach(spec.calls_fd).fields if timed and spec.calls_fd >= 0 else None
         self.serdes = StreamSerdes(self.settings)
+        # The tasks' metrics (send-calls, serialization and deserialization errors) stay in this
+        # process: the loop's registry sees only what the frames carry (process counts and times).
+        self.metrics = MetricsRegistry()
         self.producers: dict[str, SystemProducer] = {}
         self.changelogs: dict[str, ChangelogProducer] = {}
         self.tasks: list[WorkerTask] = []
@@ -145,30 +124,29 @@ class Worker:
             # The container resolved bootstrap.servers (maybe to its embedded broker) for the workers.
             kafka[name] = KafkaClientSettings.of(st.name, st.id, s, str(s.bootstrap_servers), f"worker-{self.index}")
             self.producers[name] = KafkaSystemProducer(kafka[name])
-        task_class = load_task_class(self.settings.task.task_class)
-        self.changelogs = changelog_producers(self.settings, kafka)
+        task_class = load_task_class(st.task.task_class)
+        self.changelogs = changelog_producers(st, kafka)
         for ts in self.spec.tasks:
-            task = task_class()
-            collector = TaskCollector(
-                ts.name,
+            model = TaskModel(
+                ts.name, tuple(SystemStreamPartition(*s) for s in ts.ssps), ts.changelog_partition, ts.markers
+            )
+            rt = TaskRuntime(
+                model,
+                task_class,
                 self.producers,
                 self.serdes,
-                self.settings.task.drop_serialization_errors,
-                Counter(),
-                Counter(),
+                self.metrics,
+                drop_serialization_errors=st.task.drop_serialization_errors,
+                drop_deserialization_errors=st.task.drop_deserialization_errors,
+                drop_producer_errors=st.task.drop_producer_errors,
+                ignored_exceptions=st.task.ignored_exceptions,
             )
-            wt = WorkerTask(ts, task, collector, self.serdes, self.settings)
-            stores: dict[str, Any] = {}
-            if self.settings.stores:
-                wt.storage = TaskStorage(ts.name, self.settings, ts.changelog_partition, kafka, self.changelogs)
-                wt.storage.open(ts.markers)
-                stores = dict(wt.storage.stores)
-            if isinstance(task, InitableTask):
-                try:
-                    task.init(TaskContext(ts.name, frozenset(wt.ssps), self.settings.config, stores))
-                except Exception as e:
-                    raise task_failure(ts.name, e) from e
-            self.tasks.append(wt)
+            if self.calls is not None:
+                rt.call_slot = (self.calls, len(self.tasks))
+            if st.stores:
+                rt.open_stores(TaskStorage(ts.name, st, ts.changelog_partition, kafka, self.changelogs))
+            rt.init(st.config)
+            self.tasks.append(WorkerTask(rt))
 
     # -- serving ------------------------------------------------------------------------------
     def serve(self) -> None:
@@ -263,7 +241,7 @@ class Worker:
         self.tx.send_many(self.out)
         self.out.clear()
 
-    def fail(self, t: int, error: BaseException) -> None:
+    def fail(self, t: int, error: BaseException) -> NoReturn:
         self.send_now(f.Failed(t, type(error).__name__, str(error)))
         raise _Stopped
 
@@ -272,65 +250,31 @@ class Worker:
         wt = self.tasks[t]
         if frame.epoch <= wt.skip_epoch:
             return
-        process = wt.task.process
-        collector = wt.collector
-        coordinator = ReadableCoordinator()
-        ssps = wt.ssps
-        decoders = wt.decoders
-        calls = self.calls
-        clock = time.monotonic_ns  # CLOCK_MONOTONIC: the loop reads call starts with the same clock
-        total_ns = max_ns = count = 0
-        check_at_ns = f.REPORT_EVERY_NS - self._unreported_ns
-        last = len(frame.messages) - 1
-        for i, (ssp_index, (offset, key_bytes, value_bytes, ts)) in enumerate(frame.messages):
-            ssp = ssps[ssp_index]
-            key_dec, msg_dec = decoders[ssp_index]
+        rt = wt.runtime
+        messages = iter(frame.messages)
+        left = len(frame.messages)
+        check_ns = f.REPORT_EVERY_NS - self._unreported_ns
+        while True:
             try:
-                key = key_bytes if key_dec is None or key_bytes is None else key_dec(key_bytes)
-                message = value_bytes if msg_dec is None or value_bytes is None else msg_dec(value_bytes)
+                outcome = rt.process_run(messages, check_ns)
             except Exception as e:
-                if wt.drop_deser:
-                    log.warning("task %r: dropped %s offset %d: cannot deserialize: %s", wt.name, ssp, offset, e)
-                    count += 1
-                    continue
-                self._report_processed(t, frame.epoch, count, total_ns, max_ns)
-                self.fail(t, deserialization_error(wt.name, ssp, offset, e))
-            size = (len(key_bytes) if key_bytes else 0) + (len(value_bytes) if value_bytes else 0)
-            started = clock()
-            if calls is not None:
-                calls[1] = t
-                calls[2] = ssp_index
-                calls[3] = offset
-                calls[0] = started  # last: the loop reads the call's fields once this is set
-            try:
-                process(IncomingMessageEnvelope(ssp, offset, key, message, size, ts), collector, coordinator)
-            except Exception as e:
-                if not is_ignored(e, wt.ignored):
-                    self._report_processed(t, frame.epoch, count, total_ns, max_ns)
-                    self.fail(t, task_failure(wt.name, e, ssp, offset))
-            if calls is not None:
-                calls[0] = 0
-            ns = clock() - started
-            total_ns += ns
-            if ns > max_ns:
-                max_ns = ns
-            count += 1
-            if coordinator.requested:
-                self._report_processed(t, frame.epoch, count, total_ns, max_ns)
-                self._reply(f.Requested(t, frame.epoch, *coordinator.flags()))
+                self._report_processed(t, frame.epoch, rt.run_taken, rt.run_ns, rt.run_max_ns)
+                self.fail(t, e)
+            self._report_processed(t, frame.epoch, rt.run_taken, rt.run_ns, rt.run_max_ns)
+            left -= rt.run_taken
+            if outcome == RUN_REQUESTED:
+                self._reply(f.Requested(t, frame.epoch, *rt.requests.flags()))
                 wt.skip_epoch = frame.epoch
                 return
-            if total_ns >= check_at_ns and i < last:
-                # A report interval of work inside one batch: report it, and stop here if the loop
-                # asked for the rest back (a window, commit or shutdown of some task is due).
-                self._report_processed(t, frame.epoch, count, total_ns, max_ns)
-                total_ns = max_ns = count = 0
-                check_at_ns = f.REPORT_EVERY_NS
-                self._take_in(self.rx.receive_many_nowait())
-                self._send_out()
-                if frame.epoch <= wt.skip_epoch:
-                    return
-        self._report_processed(t, frame.epoch, count, total_ns, max_ns)
+            if outcome == RUN_DONE or not left:
+                return
+            # A report interval of work inside one batch: it is reported; stop here if the loop
+            # asked for the rest back (a window, commit or shutdown of some task is due).
+            check_ns = f.REPORT_EVERY_NS
+            self._take_in(self.rx.receive_many_nowait())
+            self._send_out()
+            if frame.epoch <= wt.skip_epoch:
+                return
 
     def _report_processed(self, t: int, epoch: int, count: int, total_ns: int, max_ns: int) -> None:
         self._unreported_ns += total_ns
@@ -349,78 +293,48 @@ class Worker:
                 self.out.append(f.encode(f.Processed(t, epoch, count, total_ns, max_ns)))
             self._reports.clear()
 
-    def _run_hook(self, t: int, hook: Callable[[Any, Any], None] | None) -> ReadableCoordinator:
-        """Call task ``t``'s window / on_end_of_stream / on_drain (None: it has none); an exception in
-        task.ignored.exceptions is ignored (Samza's rule for all three), any other fails the task."""
-        wt = self.tasks[t]
-        coordinator = ReadableCoordinator()
-        if hook is not None:
-            try:
-                hook(wt.collector, coordinator)
-            except Exception as e:
-                if not is_ignored(e, wt.ignored):
-                    self.fail(t, task_failure(wt.name, e))
-        return coordinator
+    def _hook(self, t: int, hook: Callable[[], ReadableCoordinator]) -> ReadableCoordinator:
+        try:
+            return hook()
+        except Exception as e:
+            self.fail(t, e)
 
     def _window(self, t: int) -> None:
-        task = self.tasks[t].task
         started = time.perf_counter_ns()
-        coordinator = self._run_hook(t, task.window if isinstance(task, WindowableTask) else None)
+        coordinator = self._hook(t, self.tasks[t].runtime.window)
         self._reply(f.WindowDone(t, time.perf_counter_ns() - started, *coordinator.flags()))
 
     def _end_of_stream(self, t: int) -> None:
-        task = self.tasks[t].task
-        coordinator = self._run_hook(t, task.on_end_of_stream if isinstance(task, EndOfStreamListenerTask) else None)
-        coordinator.shutdown()
+        coordinator = self._hook(t, self.tasks[t].runtime.end_of_stream)
         self._reply(f.EndOfStreamDone(t, *coordinator.flags()))
 
     def _drain(self, t: int) -> None:
-        task = self.tasks[t].task
-        coordinator = self._run_hook(t, task.on_drain if isinstance(task, DrainListenerTask) else None)
+        coordinator = self._hook(t, self.tasks[t].runtime.drain)
         self._reply(f.DrainDone(t, *coordinator.flags()))
 
     def _commit(self, t: int) -> None:
-        """Commit steps 1, 3, 4 for task ``t`` (see samzamp.commit.pipeline): the loop took step 2."""
-        wt = self.tasks[t]
-        if isinstance(wt.task, CheckpointListenerTask):
-            try:
-                wt.task.before_commit()
-            except Exception as e:
-                self.fail(t, task_failure(wt.name, e))
-        # One producer serves every task of this worker; flushing it flushes this task's outputs.
-        changelogs = wt.storage.changelogs() if wt.storage is not None else ()
-        result = flush_task_producers(wt.collector.producers_used, changelogs)
-        failure = commit_failure(wt.name, result, wt.drop_producer_errors)
-        if failure is not None:  # step 4 must not run: the loop fails the container, no checkpoint
-            self._reply(f.CommitReady(t, [failure], {}))
+        """Commit steps 1, 3, 4 for task ``t`` (see samzamp.commit.pipeline): the loop took step 2.
+        A flush that stops the commit is the answer (the loop fails the container, no checkpoint)."""
+        rt = self.tasks[t].runtime
+        try:
+            markers = rt.commit_steps()
+        except SystemFailureError as e:
+            self._reply(f.CommitReady(t, [str(e)], {}))
             return
-        markers: dict[str, str] = {}
-        if wt.storage is not None:
-            try:
-                markers = wt.storage.commit()  # step 4: the changelog is durable; apply the stores' writes
-            except Exception as e:
-                self.fail(t, task_failure(wt.name, e))
+        except Exception as e:
+            self.fail(t, rt.failure(e))
         self._reply(f.CommitReady(t, [], markers))
 
     def _checkpointed(self, frame: f.Checkpointed) -> None:
-        wt = self.tasks[frame.task]
-        if isinstance(wt.task, CheckpointListenerTask):
-            offsets = {wt.ssps[i]: o for i, o in frame.offsets}
-            try:
-                wt.task.on_checkpoint(offsets)
-            except Exception as e:
-                self.fail(frame.task, task_failure(wt.name, e))
+        rt = self.tasks[frame.task].runtime
+        try:
+            rt.on_checkpoint({rt.ssps[i]: o for i, o in frame.offsets})
+        except Exception as e:
+            self.fail(frame.task, e)
 
     def _stop(self) -> None:
         for wt in self.tasks:
-            if isinstance(wt.task, ClosableTask):
-                try:
-                    wt.task.close()
-                except Exception as e:
-                    log.warning("task %r: close() failed: %s", wt.name, e)
-        for wt in self.tasks:
-            if wt.storage is not None:
-                wt.storage.close()
+            wt.runtime.close()
         for p in self.producers.values():
             p.stop()
         for c in self.changelogs.values():

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from types import SimpleNamespace
 from typing import Any
 
 from samzamp.api.envelope import SystemStreamPartition
 from samzamp.dispatch.process import frames as f
-from samzamp.worker.host import Worker
+from samzamp.metrics.registry import MetricsRegistry
+from samzamp.task.model import TaskModel
+from samzamp.task.runtime import TaskRuntime
+from samzamp.worker.host import Worker, WorkerTask
 
 SSP = SystemStreamPartition("kafka", "in", 0)
 # Each message takes longer than a report interval, so the worker reports (and reads its ring) after each.
@@ -61,19 +63,18 @@ def _serve(task: SleepingTask, waits: list[list[Any]], arrivals: dict[int, list[
     w._report_after = 256
     w.calls = None  # no task.callback.timeout.ms
     w.producers, w.changelogs = {}, {}
-    w.tasks = [
-        SimpleNamespace(  # type: ignore[list-item]
-            name="T",
-            ssps=[SSP],
-            task=task,
-            collector=None,
-            decoders=[(None, None)],
-            ignored=(),
-            drop_deser=False,
-            skip_epoch=-1,
-            storage=None,
-        )
-    ]
+    runtime = TaskRuntime(
+        TaskModel("T", (SSP,)),
+        lambda: task,
+        {},
+        lambda _: (None, None),
+        MetricsRegistry(),
+        drop_serialization_errors=False,
+        drop_deserialization_errors=False,
+        drop_producer_errors=False,
+        ignored_exceptions=(),
+    )
+    w.tasks = [WorkerTask(runtime)]
     w.serve()
     return [(type(fr).__name__, getattr(fr, "epoch", None), getattr(fr, "count", None)) for fr in ring.sent]
 

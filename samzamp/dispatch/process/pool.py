@@ -34,7 +34,7 @@ import msgspec
 import psutil
 
 from samzamp.api.envelope import SystemStreamPartition
-from samzamp.api.errors import CallbackTimeoutError, TaskError, WorkerError
+from samzamp.api.errors import CallbackTimeoutError, SerdeError, TaskError, WorkerError
 from samzamp.dispatch.process import frames as f
 from samzamp.dispatch.process.calls import CallSlot
 from samzamp.ipc import EndOfQueue, Ring, create_ring
@@ -229,7 +229,8 @@ class WorkerPool:
             if frame.task < 0:
                 err: BaseException = WorkerError(f"{w.describe()} could not start: {frame.kind}: {frame.message}")
             else:
-                err = TaskError(frame.message)
+                # The runtime's error types cross as names: a decode failure is a SerdeError in both hosts.
+                err = SerdeError(frame.message) if frame.kind == "SerdeError" else TaskError(frame.message)
             w.stopping = True  # it exits now; the failure is the news, not the exit
             if w.ready is not None and not w.ready.done():
                 w.ready.set_exception(err)
