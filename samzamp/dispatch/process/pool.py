@@ -40,11 +40,17 @@ from samzamp.dispatch.process.calls import CallSlot
 from samzamp.ipc import EndOfQueue, Ring, create_ring
 from samzamp.metrics.registry import MetricsRegistry
 
-__all__ = ["WorkerHandle", "WorkerPool", "assign_tasks"]
+__all__ = ["WorkerHandle", "WorkerPool", "assign_tasks", "failure_of"]
 
 log = logging.getLogger(__name__)
 
 FrameHandler = Callable[[Any], None]
+
+
+def failure_of(frame: f.Failed) -> BaseException:
+    """The error a task's ``Failed`` frame stands for: its type crosses as a name, so a message that
+    cannot be decoded is a ``SerdeError`` as it is inline; anything else is a ``TaskError``."""
+    return SerdeError(frame.message) if frame.kind == "SerdeError" else TaskError(frame.message)
 
 
 def assign_tasks(tasks: dict[str, frozenset[SystemStreamPartition]], workers: int) -> dict[str, int]:
@@ -229,8 +235,7 @@ class WorkerPool:
             if frame.task < 0:
                 err: BaseException = WorkerError(f"{w.describe()} could not start: {frame.kind}: {frame.message}")
             else:
-                # The runtime's error types cross as names: a decode failure is a SerdeError in both hosts.
-                err = SerdeError(frame.message) if frame.kind == "SerdeError" else TaskError(frame.message)
+                err = failure_of(frame)
             w.stopping = True  # it exits now; the failure is the news, not the exit
             if w.ready is not None and not w.ready.done():
                 w.ready.set_exception(err)
