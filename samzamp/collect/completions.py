@@ -82,9 +82,9 @@ class TaskCallbackManager:
             self.next_release += 1
             return [cb]
         heapq.heappush(self._heap, (cb.seq, cb))
-        return self.drain()
+        return self.release_held()
 
-    def drain(self) -> list[TaskCallbackImpl]:
+    def release_held(self) -> list[TaskCallbackImpl]:
         """Release what a previous commit request held back."""
         out = []
         heap = self._heap

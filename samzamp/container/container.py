@@ -24,9 +24,9 @@ from samzamp.config.settings import JobSettings
 from samzamp.config.stream_serdes import StreamSerdes
 from samzamp.config.validate import load_task_class
 from samzamp.consume.system_consumers import SystemConsumers
-from samzamp.container.remote_task_instance import RemoteTaskInstance
 from samzamp.container.run_loop import RunLoop
 from samzamp.container.task_instance import TaskInstance
+from samzamp.container.worker_task_proxy import WorkerTaskProxy
 from samzamp.coordinator.grouper import group
 from samzamp.coordinator.metadata_store import CoordinatorStreamStore
 from samzamp.coordinator.run_id import RUN_NAMESPACE, RunRecord, RunState, end_run, start_run
@@ -83,7 +83,7 @@ class SamzaContainer:
         self.producers: dict[str, SystemProducer] = {}
         self.checkpoint_producer: SystemProducer | None = None
         self.tasks: list[TaskInstance] = []
-        self.remote_tasks: list[RemoteTaskInstance] = []
+        self.remote_tasks: list[WorkerTaskProxy] = []
         self.pool: WorkerPool | None = None
         self.changelog_producers: dict[str, ChangelogProducer] | None = None
         self._markers: dict[str, dict[str, str]] = {}
@@ -443,7 +443,7 @@ class SamzaContainer:
         placement = assign_tasks(model, st.pool_size)
         batch = st.worker_batch_size
         for name in sorted(model):
-            ti = RemoteTaskInstance(
+            ti = WorkerTaskProxy(
                 name,
                 model[name],
                 issubclass(task_class, WindowableTask),
@@ -479,7 +479,7 @@ class SamzaContainer:
         pool.time_calls(st.task.callback_timeout_ms, "task.callback.timeout.ms")
 
     def _register_lag_gauges(self, consumers: SystemConsumers) -> None:
-        tasks: list[TaskInstance | RemoteTaskInstance] = [*self.tasks, *self.remote_tasks]
+        tasks: list[TaskInstance | WorkerTaskProxy] = [*self.tasks, *self.remote_tasks]
         for ti in tasks:
             for ssp in ti.ssps:
 

@@ -41,7 +41,7 @@ from samzamp.commit.pipeline import commit_task
 from samzamp.commit.topic_checkpoint import TopicCheckpointManager
 from samzamp.config.settings import TaskSettings
 from samzamp.consume.system_consumers import SystemConsumers
-from samzamp.container.task_state import TaskState, WorkerOp
+from samzamp.container.task_state import TaskOp, TaskState
 from samzamp.metrics.registry import Counter, Gauge, MetricsRegistry, Timer
 from samzamp.systems.base import DRAIN, END_OF_STREAM, RawMessage
 from samzamp.task.coordinator import ReadableCoordinator
@@ -53,7 +53,7 @@ log = logging.getLogger(__name__)
 
 class RunLoopTask(Protocol):
     """One task as the loop drives it, wherever it runs (TaskInstance: on this thread or on asyncio;
-    RemoteTaskInstance: in a worker process). All calls come from the loop thread."""
+    WorkerTaskProxy: in a worker process). All calls come from the loop thread."""
 
     name: str
     ssps: frozenset[SystemStreamPartition]
@@ -326,7 +326,7 @@ class RunLoop:
         st = ti.state
         while self.error is None:
             op = st.next_op()
-            if op is WorkerOp.PROCESS:
+            if op is TaskOp.PROCESS:
                 ssp, raw = st.pending.popleft()
                 if st.redo:  # given back by a worker: the chooser already moved past it
                     st.redo -= 1
@@ -336,9 +336,9 @@ class RunLoop:
                 else:
                     self._consumers.try_update(ssp)
                 ti.dispatch(ssp, raw)
-            elif op is WorkerOp.COMMIT:
+            elif op is TaskOp.COMMIT:
                 self._start_commit(ti)
-            elif op is WorkerOp.WINDOW:
+            elif op is TaskOp.WINDOW:
                 st.need_window = False
                 st.window_in_flight = True
                 self.m_window_calls.count += 1
@@ -350,12 +350,12 @@ class RunLoop:
                     return
                 if st.window_in_flight:
                     return  # a worker runs it; window_done comes later
-            elif op is WorkerOp.END_OF_STREAM:
+            elif op is TaskOp.END_OF_STREAM:
                 if self._settings.window_on_end_of_stream and self._final_window(ti):
                     continue
                 self._start_last_hook(ti, ti.start_end_of_stream, self.end_of_stream_done)
                 return
-            elif op is WorkerOp.DRAIN:
+            elif op is TaskOp.DRAIN:
                 self._arm_drain_timer(ti)
                 if self._final_window(ti):
                     continue
@@ -418,7 +418,7 @@ class RunLoop:
     def window_done(self, ti: RunLoopTask, coordinator: ReadableCoordinator | None) -> None:
         """A task's window() returned (on this thread, or reported by its worker)."""
         ti.state.window_in_flight = False
-        if coordinator is not None and coordinator.has_requests:
+        if coordinator is not None and coordinator.requested:
             self.on_requests(ti, coordinator)
         self.task_ready(ti)
 

@@ -1,7 +1,7 @@
 """What every task the run loop drives keeps, wherever it runs: its name and inputs, its readiness
 state, its offsets (processed and checkpointed) and its metrics under Samza's names.
 
-``TaskInstance`` (inline or on asyncio) and ``RemoteTaskInstance`` (in a worker) build on it.
+``TaskInstance`` (inline or on asyncio) and ``WorkerTaskProxy`` (in a worker) build on it.
 """
 
 from __future__ import annotations

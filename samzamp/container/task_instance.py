@@ -176,7 +176,7 @@ class TaskInstance(TaskBase):
 
     def after_commit(self) -> None:
         """A commit request may have held completed callbacks back: release them now."""
-        self._release(self.callbacks.drain())
+        self._release(self.callbacks.release_held())
 
     def failure(
         self, error: BaseException, ssp: SystemStreamPartition | None = None, offset: int | None = None
@@ -204,9 +204,9 @@ class TaskInstance(TaskBase):
             self._timeout_s = callback_timeout_ms / 1000
 
     def on_drain(self) -> ReadableCoordinator:
-        return self.runtime.drain()
+        return self.runtime.on_drain()
 
-    # -- the shape the run loop drives (shared with RemoteTaskInstance) -------------------------
+    # -- the shape the run loop drives (shared with WorkerTaskProxy) -------------------------
     def start_window(self, done: Callable[[TaskInstance, ReadableCoordinator | None], None]) -> None:
         """Run window() now and report to ``done`` before returning (a worker's task reports later)."""
         done(self, self.window())

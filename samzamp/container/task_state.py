@@ -15,10 +15,10 @@ from collections import deque
 from samzamp.api.envelope import SystemStreamPartition
 from samzamp.systems.base import RawMessage
 
-__all__ = ["TaskState", "WorkerOp"]
+__all__ = ["TaskState", "TaskOp"]
 
 
-class WorkerOp(enum.Enum):
+class TaskOp(enum.Enum):
     NO_OP = 0
     PROCESS = 1
     WINDOW = 2
@@ -63,22 +63,22 @@ class TaskState:
         self.complete = False  # end of stream or drain handled: the task takes no more work
         self.stopping = False  # the container is shutting down: no new process calls
 
-    def next_op(self) -> WorkerOp:
+    def next_op(self) -> TaskOp:
         if self.complete:
-            return WorkerOp.NO_OP
+            return TaskOp.NO_OP
         busy = self.window_in_flight or self.commit_in_flight or self.hook_in_flight
         idle = self.messages_in_flight == 0 and not busy
         if self.need_commit:
-            return WorkerOp.COMMIT if idle else WorkerOp.NO_OP
+            return TaskOp.COMMIT if idle else TaskOp.NO_OP
         if self.need_window:
-            return WorkerOp.WINDOW if idle else WorkerOp.NO_OP
+            return TaskOp.WINDOW if idle else TaskOp.NO_OP
         if self.end_of_stream and not self.pending:
-            return WorkerOp.END_OF_STREAM if idle else WorkerOp.NO_OP
+            return TaskOp.END_OF_STREAM if idle else TaskOp.NO_OP
         if self.drained and not self.pending and not self.stopping:  # a stop ends a drain not begun
-            return WorkerOp.DRAIN if idle else WorkerOp.NO_OP
+            return TaskOp.DRAIN if idle else TaskOp.NO_OP
         if self.pending and self._may_process():
-            return WorkerOp.PROCESS
-        return WorkerOp.NO_OP
+            return TaskOp.PROCESS
+        return TaskOp.NO_OP
 
     def _may_process(self) -> bool:
         """Whether one more message may start now, the rule ``next_op`` applies to PROCESS."""

@@ -31,10 +31,6 @@ class ReadableCoordinator(TaskCoordinator):
         if scope is RequestScope.ALL_TASKS_IN_CONTAINER:
             self.shutdown_scope = scope
 
-    @property
-    def has_requests(self) -> bool:
-        return self.requested
-
     def flags(self) -> tuple[bool, bool, bool, bool]:
         """(commit, commit for all tasks, shutdown, shutdown for all tasks): how a worker reports them."""
         return (

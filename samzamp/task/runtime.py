@@ -263,7 +263,7 @@ class TaskRuntime:
         coordinator.shutdown()
         return coordinator
 
-    def drain(self) -> ReadableCoordinator:
+    def on_drain(self) -> ReadableCoordinator:
         """Run on_drain() (SEP-31); the task's requests."""
         task = self.task
         return self._run_hook(task.on_drain if isinstance(task, DrainListenerTask) else None)

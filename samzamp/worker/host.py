@@ -309,7 +309,7 @@ class Worker:
         self._reply(f.EndOfStreamDone(t, *coordinator.flags()))
 
     def _drain(self, t: int) -> None:
-        coordinator = self._hook(t, self.tasks[t].runtime.drain)
+        coordinator = self._hook(t, self.tasks[t].runtime.on_drain)
         self._reply(f.DrainDone(t, *coordinator.flags()))
 
     def _commit(self, t: int) -> None:

@@ -8,7 +8,7 @@ import pytest
 
 from samzamp import SystemStreamPartition
 from samzamp.collect.completions import TaskCallbackImpl, TaskCallbackManager
-from samzamp.container.task_state import TaskState, WorkerOp
+from samzamp.container.task_state import TaskOp, TaskState
 from samzamp.task.coordinator import ReadableCoordinator
 
 SSP = SystemStreamPartition("kafka", "in", 0)
@@ -52,7 +52,7 @@ def test_release_stops_after_a_commit_request_and_resumes_on_drain() -> None:
         assert mgr.release(cbs[i]) == []
     released = mgr.release(cbs[0])
     assert [c.offset for c in released] == [0, 1, 2]  # the commit covers exactly up to offset 2
-    assert [c.offset for c in mgr.drain()] == [3, 4, 5]
+    assert [c.offset for c in mgr.release_held()] == [3, 4, 5]
 
 
 def test_in_order_fast_path_with_concurrency_one() -> None:
@@ -73,28 +73,28 @@ def test_callback_completed_twice_reports_illegal_state() -> None:
 def test_window_and_commit_wait_for_in_flight_and_block_process() -> None:
     st = TaskState(max_concurrency=2)
     st.pending.append((SSP, (0, None, None, 0)))
-    assert st.next_op() is WorkerOp.PROCESS
+    assert st.next_op() is TaskOp.PROCESS
     st.messages_in_flight = 1
     st.need_window = True
-    assert st.next_op() is WorkerOp.NO_OP  # a due window stops new process calls, waits for in-flight
+    assert st.next_op() is TaskOp.NO_OP  # a due window stops new process calls, waits for in-flight
     st.messages_in_flight = 0
-    assert st.next_op() is WorkerOp.WINDOW
+    assert st.next_op() is TaskOp.WINDOW
     st.need_window = False
     st.window_in_flight = True
-    assert st.next_op() is WorkerOp.NO_OP
+    assert st.next_op() is TaskOp.NO_OP
     st.window_in_flight = False
     st.need_commit = True
     st.need_window = True
-    assert st.next_op() is WorkerOp.COMMIT  # commit before window
+    assert st.next_op() is TaskOp.COMMIT  # commit before window
     st.need_commit = False
     st.commit_in_flight = True
-    assert st.next_op() is WorkerOp.NO_OP
+    assert st.next_op() is TaskOp.NO_OP
 
 
 def test_max_concurrency_bounds_process() -> None:
     st = TaskState(max_concurrency=3)
     st.pending.extend([(SSP, (i, None, None, 0)) for i in range(5)])
     st.messages_in_flight = 3
-    assert st.next_op() is WorkerOp.NO_OP
+    assert st.next_op() is TaskOp.NO_OP
     st.messages_in_flight = 2
-    assert st.next_op() is WorkerOp.PROCESS
+    assert st.next_op() is TaskOp.PROCESS

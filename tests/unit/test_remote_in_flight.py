@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from samzamp.api.envelope import SystemStreamPartition
-from samzamp.container.remote_task_instance import RemoteTaskInstance
+from samzamp.container.worker_task_proxy import WorkerTaskProxy
 from samzamp.dispatch.process import frames as f
 from samzamp.metrics.registry import MetricsRegistry
 
@@ -18,7 +18,7 @@ MS = 1_000_000
 
 
 class Pool:
-    """The WorkerPool surface RemoteTaskInstance uses, with ``tasks`` tasks on worker 0."""
+    """The WorkerPool surface WorkerTaskProxy uses, with ``tasks`` tasks on worker 0."""
 
     def __init__(self, tasks: int) -> None:
         self.tasks = tasks
@@ -36,7 +36,7 @@ class Pool:
 
 def bound_after_reports(tasks: int, per_message_ns: int) -> int:
     pool = Pool(tasks)
-    ti = RemoteTaskInstance(
+    ti = WorkerTaskProxy(
         "T",
         frozenset([SSP]),
         False,

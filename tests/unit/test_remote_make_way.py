@@ -19,8 +19,8 @@ from samzamp.api.envelope import SystemStreamPartition
 from samzamp.choose.round_robin import RoundRobinChooser
 from samzamp.config import load_config, validate
 from samzamp.consume.system_consumers import SystemConsumers
-from samzamp.container.remote_task_instance import RemoteTaskInstance
 from samzamp.container.run_loop import RunLoop
+from samzamp.container.worker_task_proxy import WorkerTaskProxy
 from samzamp.dispatch.process import frames as f
 from samzamp.metrics.registry import MetricsRegistry
 from samzamp.systems.inmemory.system import InMemoryStreams, InMemorySystemConsumer
@@ -92,7 +92,7 @@ class Checkpoints:
         self.written.append(offsets[SSP])
 
 
-def _run(make_due: Callable[[RunLoop, RemoteTaskInstance], None]) -> tuple[SteppingWorker, Checkpoints, int]:
+def _run(make_due: Callable[[RunLoop, WorkerTaskProxy], None]) -> tuple[SteppingWorker, Checkpoints, int]:
     """Run N messages through a worker task with a deep in-flight bound; after DUE_AFTER messages,
     ``make_due`` makes an operation due. Returns the worker, the checkpoints and the sends in flight
     at that moment."""
@@ -126,7 +126,7 @@ def _run(make_due: Callable[[RunLoop, RemoteTaskInstance], None]) -> tuple[Stepp
         loop = asyncio.get_running_loop()
         consumers = SystemConsumers({"mem": consumer}, [SSP], RoundRobinChooser(), metrics, 10_000, 50)
         run_loop = RunLoop([], consumers, checkpoints, settings.task, metrics, loop)  # type: ignore[arg-type]
-        ti = RemoteTaskInstance(
+        ti = WorkerTaskProxy(
             "T",
             frozenset([SSP]),
             True,
@@ -167,12 +167,12 @@ def _run(make_due: Callable[[RunLoop, RemoteTaskInstance], None]) -> tuple[Stepp
     return worker, checkpoints, in_flight_when_due
 
 
-def _due_window(run_loop: RunLoop, ti: RemoteTaskInstance) -> None:
+def _due_window(run_loop: RunLoop, ti: WorkerTaskProxy) -> None:
     ti.state.need_window = True  # what the window timer does
     run_loop.task_ready(ti)
 
 
-def _due_commit(run_loop: RunLoop, ti: RemoteTaskInstance) -> None:
+def _due_commit(run_loop: RunLoop, ti: WorkerTaskProxy) -> None:
     coordinator = ReadableCoordinator()
     coordinator.commit()  # as a task in another worker asking for a commit
     run_loop.on_requests(ti, coordinator)
@@ -180,7 +180,7 @@ def _due_commit(run_loop: RunLoop, ti: RemoteTaskInstance) -> None:
 
 @pytest.mark.parametrize(("make_due", "op"), [(_due_window, "W"), (_due_commit, "K")], ids=["window", "commit"])
 def test_a_due_window_or_commit_runs_after_at_most_one_more_message(
-    make_due: Callable[[RunLoop, RemoteTaskInstance], None], op: str
+    make_due: Callable[[RunLoop, WorkerTaskProxy], None], op: str
 ) -> None:
     worker, checkpoints, in_flight = _run(make_due)
     assert in_flight > 10  # much more was sent ahead than one message

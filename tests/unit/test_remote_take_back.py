@@ -1,4 +1,4 @@
-"""The loop's side of a worker task (RemoteTaskInstance) with a scripted worker: messages taken back
+"""The loop's side of a worker task (WorkerTaskProxy) with a scripted worker: messages taken back
 after a commit request are sent again in order, exactly once, and a drain's last window() sees
 every message before the drain point. (The real worker process runs the same frames in
 tests/integration; here the worker's answers are scripted so the interleavings are exact.)"""
@@ -14,8 +14,8 @@ from samzamp.api.envelope import SystemStreamPartition
 from samzamp.choose.round_robin import RoundRobinChooser
 from samzamp.config import load_config, validate
 from samzamp.consume.system_consumers import SystemConsumers
-from samzamp.container.remote_task_instance import RemoteTaskInstance
 from samzamp.container.run_loop import RunLoop
+from samzamp.container.worker_task_proxy import WorkerTaskProxy
 from samzamp.dispatch.process import frames as f
 from samzamp.metrics.registry import MetricsRegistry
 from samzamp.systems.inmemory.system import InMemoryStreams, InMemorySystemConsumer
@@ -36,7 +36,7 @@ class ScriptedWorker:
         self.hold_drain = False  # keep on_drain "running" until released
         self.held: list[Any] = []
 
-    # the WorkerPool surface RemoteTaskInstance uses
+    # the WorkerPool surface WorkerTaskProxy uses
     def register(self, worker: int, handler: Any) -> int:
         self.handler = handler
         return 0
@@ -116,7 +116,7 @@ def _run(
         loop = asyncio.get_running_loop()
         consumers = SystemConsumers({"mem": consumer}, [SSP], RoundRobinChooser(), metrics, 10_000, 50)
         run_loop = RunLoop([], consumers, checkpoints, settings.task, metrics, loop)  # type: ignore[arg-type]
-        ti = RemoteTaskInstance(
+        ti = WorkerTaskProxy(
             "T",
             frozenset([SSP]),
             windowable,

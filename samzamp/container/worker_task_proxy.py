@@ -40,10 +40,10 @@ from samzamp.metrics.registry import MetricsRegistry
 from samzamp.systems.base import RawMessage
 from samzamp.task.coordinator import ReadableCoordinator
 
-__all__ = ["RemoteTaskInstance"]
+__all__ = ["WorkerTaskProxy"]
 
 
-class RemoteTaskInstance(TaskBase):
+class WorkerTaskProxy(TaskBase):
     def __init__(
         self,
         name: str,
