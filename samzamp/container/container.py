@@ -48,7 +48,7 @@ from samzamp.systems.inmemory.system import (
     InMemorySystemProducer,
 )
 from samzamp.task.model import TaskModel
-from samzamp.task.runtime import TaskRuntime
+from samzamp.task.runtime import build_task_runtime
 
 if TYPE_CHECKING:
     from samzamp.systems.kafka.changelog import ChangelogProducer
@@ -325,21 +325,19 @@ class SamzaContainer:
                 await self._start_remote_tasks(self.pool, model, checkpointed, task_class, run_loop)
             for name in sorted(model) if self.pool is None else ():
                 task_ssps = model[name]
-                runtime = TaskRuntime(
-                    TaskModel(
-                        name,
-                        tuple(sorted(task_ssps)),
-                        self._changelog_partitions.get(name, 0),
-                        self._markers.get(name, {}),
-                    ),
+                model_of_task = TaskModel(
+                    name,
+                    tuple(sorted(task_ssps)),
+                    self._changelog_partitions.get(name, 0),
+                    self._markers.get(name, {}),
+                )
+                runtime = build_task_runtime(
+                    st.task,
+                    model_of_task,
                     task_class,
                     self.producers,
                     self._serdes_of,
                     self.metrics,
-                    drop_serialization_errors=st.task.drop_serialization_errors,
-                    drop_deserialization_errors=st.task.drop_deserialization_errors,
-                    drop_producer_errors=st.task.drop_producer_errors,
-                    ignored_exceptions=st.task.ignored_exceptions,
                     fallback_system=self._unconfigured_sends_to,
                 )
                 ti = TaskInstance(

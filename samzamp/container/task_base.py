@@ -52,3 +52,13 @@ class TaskBase:
             self.checkpointed_gauges[ssp] = metrics.gauge("OffsetManagerMetrics", f"{label}-checkpointed-offset")
             if ssp in checkpointed:
                 self.checkpointed_gauges[ssp].set(checkpointed[ssp])
+
+    def count_processed(self, n: int, total_ns: int, max_ns: int) -> None:
+        """Count ``n`` messages processed in ``total_ns`` (the longest took ``max_ns``): once per
+        run or report, not per message."""
+        self.m_processed.count += n
+        t = self.m_process_ns
+        t.count += n
+        t.total_ns += total_ns
+        if max_ns > t.max_ns:
+            t.max_ns = max_ns

@@ -125,14 +125,8 @@ class TaskInstance(TaskBase):
             outcome = -1
         if rt.run_offset >= 0:
             self.last_processed[ssp] = rt.run_offset
-        n = rt.run_calls
-        self.m_process_calls.count += n
-        self.m_processed.count += n
-        t = self.m_process_ns
-        t.count += n
-        t.total_ns += rt.run_ns
-        if rt.run_max_ns > t.max_ns:
-            t.max_ns = rt.run_max_ns
+        self.m_process_calls.count += rt.run_calls
+        self.count_processed(rt.run_calls, rt.run_ns, rt.run_max_ns)
         if outcome == RUN_REQUESTED:
             self._on_requests(self, rt.requests)
         return rt.run_taken + (outcome < 0)

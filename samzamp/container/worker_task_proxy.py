@@ -178,12 +178,7 @@ class WorkerTaskProxy(TaskBase):
                 ssp, raw = in_flight.popleft()
                 last[ssp] = raw[0]
         self.state.messages_in_flight -= n
-        self.m_processed.count += n
-        t = self.m_process_ns
-        t.count += n
-        t.total_ns += frame.busy_ns
-        if frame.max_ns > t.max_ns:
-            t.max_ns = frame.max_ns
+        self.count_processed(n, frame.busy_ns, frame.max_ns)
         if n:
             per = frame.busy_ns / n
             self._avg_ns = per if not self._avg_ns else 0.8 * self._avg_ns + 0.2 * per

@@ -38,6 +38,7 @@ from samzamp.api.task import (
 )
 from samzamp.collect.collector import TaskCollector
 from samzamp.commit.flush_policy import commit_failure, flush_task_producers
+from samzamp.config.settings import TaskSettings
 from samzamp.metrics.registry import MetricsRegistry
 from samzamp.storage.manager import RestoreReport, TaskStorage
 from samzamp.systems.base import RawMessage, SystemProducer
@@ -45,7 +46,7 @@ from samzamp.task.coordinator import ReadableCoordinator
 from samzamp.task.failures import deserialization_error, is_ignored, task_failure
 from samzamp.task.model import TaskModel
 
-__all__ = ["RUN_CHECK", "RUN_DONE", "RUN_REQUESTED", "TaskFactory", "TaskRuntime"]
+__all__ = ["RUN_CHECK", "RUN_DONE", "RUN_REQUESTED", "TaskFactory", "TaskRuntime", "build_task_runtime"]
 
 log = logging.getLogger(__name__)
 
@@ -303,3 +304,28 @@ class TaskRuntime:
                 self.task.on_checkpoint(offsets)
             except Exception as e:
                 raise task_failure(self.name, e) from e
+
+
+def build_task_runtime(
+    settings: TaskSettings,
+    model: TaskModel,
+    task_factory: TaskFactory,
+    producers: dict[str, SystemProducer],
+    serdes_of: SerdesOf,
+    metrics: MetricsRegistry,
+    *,
+    fallback_system: str | None = None,
+) -> TaskRuntime:
+    """The runtime of ``model`` under the job's task.* settings (the same for every host)."""
+    return TaskRuntime(
+        model,
+        task_factory,
+        producers,
+        serdes_of,
+        metrics,
+        drop_serialization_errors=settings.drop_serialization_errors,
+        drop_deserialization_errors=settings.drop_deserialization_errors,
+        drop_producer_errors=settings.drop_producer_errors,
+        ignored_exceptions=settings.ignored_exceptions,
+        fallback_system=fallback_system,
+    )

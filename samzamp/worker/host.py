@@ -43,7 +43,7 @@ from samzamp.storage.manager import TaskStorage
 from samzamp.systems.base import SystemProducer
 from samzamp.task.coordinator import ReadableCoordinator
 from samzamp.task.model import TaskModel
-from samzamp.task.runtime import RUN_DONE, RUN_REQUESTED, TaskRuntime
+from samzamp.task.runtime import RUN_DONE, RUN_REQUESTED, TaskRuntime, build_task_runtime
 
 if TYPE_CHECKING:
     from samzamp.systems.kafka.changelog import ChangelogProducer
@@ -130,17 +130,7 @@ class Worker:
             model = TaskModel(
                 ts.name, tuple(SystemStreamPartition(*s) for s in ts.ssps), ts.changelog_partition, ts.markers
             )
-            rt = TaskRuntime(
-                model,
-                task_class,
-                self.producers,
-                self.serdes,
-                self.metrics,
-                drop_serialization_errors=st.task.drop_serialization_errors,
-                drop_deserialization_errors=st.task.drop_deserialization_errors,
-                drop_producer_errors=st.task.drop_producer_errors,
-                ignored_exceptions=st.task.ignored_exceptions,
-            )
+            rt = build_task_runtime(st.task, model, task_class, self.producers, self.serdes, self.metrics)
             if self.calls is not None:
                 rt.call_slot = (self.calls, len(self.tasks))
             if st.stores:
