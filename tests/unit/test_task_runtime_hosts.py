@@ -1,6 +1,7 @@
-"""The task runtime's rules, run once for each host: inline on the event loop (``TaskInstance``) and in a
-worker process (``worker.host.Worker``, driven in-process through its frame handlers). Each case is
-written once; the ``host`` fixture runs it on both, so a rule that holds in one mode holds in the other.
+"""The task runtime's rules, run once for each host: inline on the event loop (``TaskInstance``, on the
+sync fast path and on the callback path that async tasks take) and in a worker process
+(``worker.host.Worker``, driven in-process through its frame handlers). Each case is written once; the
+``host`` fixture runs it on every host, so a rule that holds in one mode holds in the others.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from samzamp.api.collector import RequestScope
 from samzamp.api.envelope import OutgoingMessageEnvelope, SystemStream, SystemStreamPartition
 from samzamp.api.errors import SerdeError, TaskError
 from samzamp.api.task import (
+    AsyncStreamTask,
     CheckpointListenerTask,
     DrainListenerTask,
     EndOfStreamListenerTask,
@@ -167,16 +169,30 @@ def _raws(values: list[bytes]) -> list[tuple[int, bytes | None, bytes | None, in
     return [(offset, None, value, 0) for offset, value in enumerate(values)]
 
 
-class InlineHost:
-    """The loop's host, driven as the run loop drives it."""
+class CallingBack(AsyncStreamTask):
+    """The sync task seen as an AsyncStreamTask that calls back before returning: the loop's callback
+    path (max.concurrency, async tasks) with the same task behind it."""
 
-    def __init__(self, job: Job) -> None:
+    def __init__(self, task: Task) -> None:
+        self.task = task
+
+    def process_async(self, envelope: Any, collector: Any, coordinator: Any, callback: Any) -> None:
+        self.task.process(envelope, collector, coordinator)
+        callback.complete()
+
+
+class InlineHost:
+    """The loop's host, driven as the run loop drives it: sync tasks on the fast path, or (``callbacks``)
+    every message through a TaskCallback, as async tasks run."""
+
+    def __init__(self, job: Job, callbacks: bool = False) -> None:
         self.loop = asyncio.new_event_loop()
         self.failures: list[BaseException] = []
         self.requests: list[Flags] = []
+        self.callbacks = callbacks
         self.ti = TaskInstance(
             job.runtime,
-            adapt_task(job.task, self.loop),
+            adapt_task(CallingBack(job.task) if callbacks else job.task, self.loop),
             {},
             max_concurrency=1,
             callback_timeout_ms=0,
@@ -190,7 +206,10 @@ class InlineHost:
     def process(self, values: list[bytes]) -> None:
         buffer = deque(_raws(values))
         while buffer and not self.failures:
-            self.ti.process_run(SSP, buffer.popleft(), buffer, 256, 1 << 62)
+            if self.callbacks:
+                self.ti.dispatch(SSP, buffer.popleft())
+            else:
+                self.ti.process_run(SSP, buffer.popleft(), buffer, 256, 1 << 62)
 
     def watermark(self) -> int | None:
         return self.ti.last_processed.get(SSP)
@@ -313,13 +332,14 @@ class WorkerHost:
 Host = InlineHost | WorkerHost
 
 
-@pytest.fixture(params=["inline", "worker"])
+@pytest.fixture(params=["inline", "inline-callbacks", "worker"])
 def host(request: pytest.FixtureRequest) -> Iterator[Callable[[Job], Host]]:
-    """Builds the case's host: inline, then in a worker."""
+    """Builds the case's host: inline (the sync fast path, then the callback path of async tasks),
+    then in a worker."""
     made: list[Host] = []
 
     def make(job: Job) -> Host:
-        h = InlineHost(job) if request.param == "inline" else WorkerHost(job)
+        h = WorkerHost(job) if request.param == "worker" else InlineHost(job, request.param == "inline-callbacks")
         made.append(h)
         return h
 
