@@ -1,2 +1,4 @@
-"""What runs one task, wherever it runs (on the loop or in a worker process): the coordinator handed
-to its calls. Imported by both hosts, the container and the worker's main, and by nothing below them."""
+"""What runs one task, wherever it runs (on the loop or in a worker process): the task runtime
+(``runtime.TaskRuntime``, built from a ``model.TaskModel`` and a task factory), the coordinator
+handed to its calls and what its exceptions become. Imported by both hosts, ``container`` and
+``worker``, and by nothing below them."""

@@ -112,6 +112,7 @@ class TaskRuntime:
     # -- lifecycle ------------------------------------------------------------------------------
     @property
     def windowable(self) -> bool:
+        """True when the task has a window() to call."""
         return isinstance(self.task, WindowableTask)
 
     def open_stores(self, storage: TaskStorage) -> list[RestoreReport]:
@@ -167,6 +168,7 @@ class TaskRuntime:
         return task_failure(self.name, error, ssp, offset)
 
     def is_ignored(self, error: BaseException) -> bool:
+        """True when task.ignored.exceptions names ``error``'s class (or a base class)."""
         return is_ignored(error, self._ignored)
 
     def process_run(self, messages: Iterator[tuple[int, RawMessage]], check_ns: int) -> int:

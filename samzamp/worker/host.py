@@ -76,6 +76,9 @@ class WorkerTask:
 
 
 class Worker:
+    """A worker process's host: builds a task runtime per task it is given, then serves the loop's
+    frames by calling those runtimes and answering; it decides nothing about running a task."""
+
     def __init__(self, spec: f.WorkerSpec) -> None:
         self.spec = spec
         self.index = spec.index
