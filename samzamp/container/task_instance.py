@@ -14,7 +14,7 @@ import asyncio
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 from samzamp.api.envelope import SystemStreamPartition
@@ -27,11 +27,9 @@ from samzamp.metrics.registry import MetricsRegistry
 from samzamp.storage.manager import TaskStorage
 from samzamp.systems.base import RawMessage
 from samzamp.task.coordinator import ReadableCoordinator
-from samzamp.task.runtime import RUN_REQUESTED, TaskRuntime
+from samzamp.task.runtime import RUN_MARKER, RUN_REQUESTED, TaskRuntime
 
 __all__ = ["TaskInstance"]
-
-_NO_CHECK = 1 << 62  # a run on the loop ends by its own limit and deadline, never by process time
 
 
 class TaskInstance(TaskBase):
@@ -117,12 +115,16 @@ class TaskInstance(TaskBase):
             self.dispatch(ssp, first)
             return 1
         rt = self.runtime
-        index = rt.index_of[ssp]
+        buffer.appendleft(first)
+        # The deadline bounds the run's process time (decoding aside, which the limit bounds).
+        budget_ns = deadline_ns - time.monotonic_ns()
         try:
-            outcome = rt.process_run(_run(index, first, buffer, limit, deadline_ns), _NO_CHECK)
+            outcome = rt.process_run(rt.index_of[ssp], buffer.popleft, limit, budget_ns if budget_ns > 0 else 0)
         except Exception as e:
             self._on_abort(e)
             outcome = -1
+        if outcome == RUN_MARKER:  # it stays first in the buffer
+            buffer.appendleft(rt.marker)  # type: ignore[arg-type]
         if rt.run_offset >= 0:
             self.last_processed[ssp] = rt.run_offset
         self.m_process_calls.count += rt.run_calls
@@ -222,21 +224,3 @@ class TaskInstance(TaskBase):
     def checkpoint_written(self, offsets: dict[SystemStreamPartition, int]) -> None:
         """Commit step 6: tell the task."""
         self.runtime.on_checkpoint(offsets)
-
-
-def _run(
-    index: int, first: RawMessage, buffer: deque[RawMessage], limit: int, deadline_ns: int
-) -> Iterator[tuple[int, RawMessage]]:
-    """``first``, then messages from ``buffer`` while ``limit`` and ``deadline_ns`` allow; a control
-    marker (offset < 0) ends the run and stays first in the buffer."""
-    yield index, first
-    clock = time.monotonic_ns
-    popleft = buffer.popleft
-    for _ in range(limit - 1):
-        if not buffer or clock() > deadline_ns:
-            return
-        raw = popleft()
-        if raw[0] < 0:
-            buffer.appendleft(raw)
-            return
-        yield index, raw

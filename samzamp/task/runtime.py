@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 from samzamp.api.collector import MessageCollector, TaskCoordinator
@@ -46,7 +46,7 @@ from samzamp.task.coordinator import ReadableCoordinator
 from samzamp.task.failures import deserialization_error, is_ignored, task_failure
 from samzamp.task.model import TaskModel
 
-__all__ = ["RUN_CHECK", "RUN_DONE", "RUN_REQUESTED", "TaskFactory", "TaskRuntime", "build_task_runtime"]
+__all__ = ["RUN_CHECK", "RUN_DONE", "RUN_MARKER", "RUN_REQUESTED", "TaskFactory", "TaskRuntime", "build_task_runtime"]
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +57,7 @@ SerdesOf = Callable[[Any], tuple[Serde | None, Serde | None]]  # system stream -
 RUN_DONE = 0  # the messages ran out
 RUN_REQUESTED = 1  # the task asked for a commit or shutdown (``requests`` holds them)
 RUN_CHECK = 2  # ``check_ns`` of process time went by: the host may look around, then call again
+RUN_MARKER = 3  # a control marker (end of stream, drain) came: ``marker`` holds it
 
 
 class TaskRuntime:
@@ -103,6 +104,7 @@ class TaskRuntime:
         # (dispatch.process.calls); (slot fields, the task's index in its worker) or None.
         self.call_slot: tuple[memoryview, int] | None = None
         self.requests = ReadableCoordinator()  # what the last RUN_REQUESTED run asked for
+        self.marker: RawMessage | None = None  # the control marker that ended the last RUN_MARKER run
         self._coordinator = ReadableCoordinator()
         # The last process_run, also when it raised: messages taken (processed or dropped), process
         # calls, their total and longest time, and the last offset taken (-1: none).
@@ -171,18 +173,20 @@ class TaskRuntime:
         """True when task.ignored.exceptions names ``error``'s class (or a base class)."""
         return is_ignored(error, self._ignored)
 
-    def process_run(self, messages: Iterator[tuple[int, RawMessage]], check_ns: int) -> int:
-        """Process (ssp index, raw message) pairs in order with the task's sync ``process`` until they
-        run out (RUN_DONE), the task requests a commit or shutdown (RUN_REQUESTED; ``requests``
-        says which) or ``check_ns`` of process time has gone by (RUN_CHECK: call again with the same
-        iterator to go on). A failure raises (see the module docstring). ``run_*`` tell what the run
-        did, also when it raised.
+    def process_run(self, index: int, next_raw: Callable[[], RawMessage], limit: int, check_ns: int) -> int:
+        """Process messages of SSP ``index`` in order with the task's sync ``process``: each is taken
+        from ``next_raw`` (``deque.popleft``, an iterator's ``__next__``), until it has none left
+        (RUN_DONE), ``limit`` were taken (RUN_DONE), a control marker comes (RUN_MARKER: ``marker``
+        holds it, for the host to put back), the task requests a commit or shutdown (RUN_REQUESTED:
+        ``requests`` says which) or ``check_ns`` of process time has gone by (RUN_CHECK: call again
+        to go on). A failure raises (see the module docstring). ``run_*`` tell what the run did,
+        also when it raised.
 
         The hot path of both hosts: locals for everything it touches, no metric per message.
         """
         process = self.task.process
-        ssps = self.ssps
-        decoders = self.decoders
+        ssp = self.ssps[index]
+        key_dec, msg_dec = self.decoders[index]
         collector = self.collector
         coordinator = self._coordinator
         slot = self.call_slot
@@ -192,8 +196,15 @@ class TaskRuntime:
         taken = n = total_ns = max_ns = 0
         done = -1
         try:
-            for index, (offset, key_bytes, value_bytes, ts) in messages:
-                key_dec, msg_dec = decoders[index]
+            while taken < limit:
+                try:
+                    raw = next_raw()
+                except (IndexError, StopIteration):  # an empty deque, an exhausted iterator
+                    return RUN_DONE
+                offset, key_bytes, value_bytes, ts = raw
+                if offset < 0:
+                    self.marker = raw
+                    return RUN_MARKER
                 try:
                     key = key_bytes if key_dec is None or key_bytes is None else key_dec(key_bytes)
                     message = value_bytes if msg_dec is None or value_bytes is None else msg_dec(value_bytes)
@@ -203,7 +214,6 @@ class TaskRuntime:
                     done = offset
                     continue
                 size = (len(key_bytes) if key_bytes else 0) + (len(value_bytes) if value_bytes else 0)
-                ssp = ssps[index]
                 started = clock()
                 if calls is not None:
                     calls[1] = slot_task

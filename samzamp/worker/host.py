@@ -25,6 +25,8 @@ import sys
 import time
 from collections import deque
 from collections.abc import Callable
+from itertools import groupby
+from operator import itemgetter
 from typing import TYPE_CHECKING, NoReturn
 
 import msgspec
@@ -43,7 +45,7 @@ from samzamp.storage.manager import TaskStorage
 from samzamp.systems.base import SystemProducer
 from samzamp.task.coordinator import ReadableCoordinator
 from samzamp.task.model import TaskModel
-from samzamp.task.runtime import RUN_DONE, RUN_REQUESTED, TaskRuntime, build_task_runtime
+from samzamp.task.runtime import RUN_CHECK, RUN_REQUESTED, TaskRuntime, build_task_runtime
 
 if TYPE_CHECKING:
     from samzamp.systems.kafka.changelog import ChangelogProducer
@@ -53,6 +55,9 @@ __all__ = ["main"]
 log = logging.getLogger("samzamp.worker")
 
 EXIT_PARENT_GONE = 3
+
+_ssp_index = itemgetter(0)  # of a Process frame's (ssp index, raw message)
+_raw = itemgetter(1)
 
 
 def _die_with_parent(parent_pid: int) -> None:
@@ -244,30 +249,34 @@ class Worker:
         if frame.epoch <= wt.skip_epoch:
             return
         rt = wt.runtime
-        messages = iter(frame.messages)
         left = len(frame.messages)
         check_ns = f.REPORT_EVERY_NS - self._unreported_ns
-        while True:
-            try:
-                outcome = rt.process_run(messages, check_ns)
-            except Exception as e:
+        for index, run in groupby(frame.messages, _ssp_index):  # runs of one SSP's messages
+            next_raw = map(_raw, run).__next__
+            while True:
+                try:
+                    outcome = rt.process_run(index, next_raw, left, check_ns)
+                except Exception as e:
+                    self._report_processed(t, frame.epoch, rt.run_taken, rt.run_ns, rt.run_max_ns)
+                    self.fail(t, e)
                 self._report_processed(t, frame.epoch, rt.run_taken, rt.run_ns, rt.run_max_ns)
-                self.fail(t, e)
-            self._report_processed(t, frame.epoch, rt.run_taken, rt.run_ns, rt.run_max_ns)
-            left -= rt.run_taken
-            if outcome == RUN_REQUESTED:
-                self._reply(f.Requested(t, frame.epoch, *rt.requests.flags()))
-                wt.skip_epoch = frame.epoch
-                return
-            if outcome == RUN_DONE or not left:
-                return
-            # A report interval of work inside one batch: it is reported; stop here if the loop
-            # asked for the rest back (a window, commit or shutdown of some task is due).
-            check_ns = f.REPORT_EVERY_NS
-            self._take_in(self.rx.receive_many_nowait())
-            self._send_out()
-            if frame.epoch <= wt.skip_epoch:
-                return
+                left -= rt.run_taken
+                if outcome == RUN_REQUESTED:
+                    self._reply(f.Requested(t, frame.epoch, *rt.requests.flags()))
+                    wt.skip_epoch = frame.epoch
+                    return
+                if outcome != RUN_CHECK:  # this SSP's run is done: the next one has what is left
+                    check_ns -= rt.run_ns
+                    break
+                if not left:
+                    return
+                # A report interval of work inside one batch: it is reported; stop here if the loop
+                # asked for the rest back (a window, commit or shutdown of some task is due).
+                check_ns = f.REPORT_EVERY_NS
+                self._take_in(self.rx.receive_many_nowait())
+                self._send_out()
+                if frame.epoch <= wt.skip_epoch:
+                    return
 
     def _report_processed(self, t: int, epoch: int, count: int, total_ns: int, max_ns: int) -> None:
         self._unreported_ns += total_ns
