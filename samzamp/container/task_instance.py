@@ -59,6 +59,7 @@ class TaskInstance(TaskBase):
         self._on_requests = on_requests
         # Sync tasks run inline take the fast path; every other kind goes through TaskCallbacks.
         self._inline = isinstance(runnable, InlineSyncAdapter)
+        runtime.counted = (self.m_process_calls, self.m_processed, self.m_process_ns)
 
     @property
     def task(self) -> Any:
@@ -127,8 +128,6 @@ class TaskInstance(TaskBase):
             buffer.appendleft(rt.marker)  # type: ignore[arg-type]
         if rt.run_offset >= 0:
             self.last_processed[ssp] = rt.run_offset
-        self.m_process_calls.count += rt.run_calls
-        self.count_processed(rt.run_calls, rt.run_ns, rt.run_max_ns)
         if outcome == RUN_REQUESTED:
             self._on_requests(self, rt.requests)
         return rt.run_taken + (outcome < 0)

@@ -39,7 +39,7 @@ from samzamp.api.task import (
 from samzamp.collect.collector import TaskCollector
 from samzamp.commit.flush_policy import commit_failure, flush_task_producers
 from samzamp.config.settings import TaskSettings
-from samzamp.metrics.registry import MetricsRegistry
+from samzamp.metrics.registry import Counter, MetricsRegistry, Timer
 from samzamp.storage.manager import RestoreReport, TaskStorage
 from samzamp.systems.base import RawMessage, SystemProducer
 from samzamp.task.coordinator import ReadableCoordinator
@@ -104,6 +104,9 @@ class TaskRuntime:
         # (dispatch.process.calls); (slot fields, the task's index in its worker) or None.
         self.call_slot: tuple[memoryview, int] | None = None
         self.requests = ReadableCoordinator()  # what the last RUN_REQUESTED run asked for
+        # The host's process-calls, messages-actually-processed and process-ns, counted at the end
+        # of each run (None: the host counts from run_*, as a worker's loop does from its reports).
+        self.counted: tuple[Counter, Counter, Timer] | None = None
         self.marker: RawMessage | None = None  # the control marker that ended the last RUN_MARKER run
         self._coordinator = ReadableCoordinator()
         # The last process_run, also when it raised: messages taken (processed or dropped), process
@@ -244,6 +247,15 @@ class TaskRuntime:
         finally:
             if calls is not None:
                 calls[0] = 0
+            counted = self.counted
+            if counted is not None:
+                calls_made, processed, timer = counted
+                calls_made.count += n
+                processed.count += n
+                timer.count += n
+                timer.total_ns += total_ns
+                if max_ns > timer.max_ns:
+                    timer.max_ns = max_ns
             self.run_taken = taken
             self.run_calls = n
             self.run_ns = total_ns
