@@ -4,4 +4,7 @@ import sys
 
 from samzamp.worker.host import main
 
-sys.exit(main())
+# Only as the program: importing every module of the package (as the packaging test does) must not
+# start a worker that waits for its spec on stdin.
+if __name__ == "__main__":
+    sys.exit(main())
