@@ -24,6 +24,7 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
 
 from samzamp.api.errors import SamzampError
+from samzamp.systems.kafka.assign import assign
 from samzamp.systems.kafka.client_config import EOF_READER, KafkaClientSettings, client_config
 from samzamp.systems.kafka.codes import PARTITION_EOF
 from samzamp.systems.kafka.consumer import consumer_config
@@ -80,7 +81,7 @@ class PartitionReader:
         consumer = Consumer(consumer_config(self.source.kafka, "changelog-reader", "samzamp-offline", owned))
         try:
             first = OFFSET_BEGINNING if self.start is None else self.start
-            consumer.assign([TopicPartition(self.source.topic, self.partition, first)])
+            assign(consumer, [TopicPartition(self.source.topic, self.partition, first)])
             yield from self._records(consumer)
         finally:
             consumer.close()

@@ -1,8 +1,8 @@
 """A fresh reader of a topic from its oldest record does not wait on librdkafka's 500 ms
 offset-query retry (samzamp.systems.kafka.assign): the input consumer at samza.offset.default =
 oldest, the checkpoint and coordinator stream reads (read_all) and a changelog restored from its
-start. A container makes four such reads in a row at start, so each one's delay was the bulk of
-its start-up.
+start, and the offline jobs' changelog reader. A container makes four such reads in a row at start,
+so each one's delay was the bulk of its start-up.
 
 The evidence is the client's own: with librdkafka's ``topic`` debug context on, a consumer that
 assigns a partition whose leader it does not know yet logs "no current leader for partition:
@@ -18,6 +18,7 @@ import pytest
 from kafka_util import create_topic, produce
 
 from samzamp.api.envelope import SystemStreamPartition
+from samzamp.offline.changelog import ChangelogSource, PartitionReader
 from samzamp.systems.base import OLDEST
 from samzamp.systems.kafka import EmbeddedBroker, KafkaClientSettings, KafkaSystemAdmin, KafkaSystemConsumer
 from samzamp.systems.kafka.changelog import read_changelog
@@ -81,4 +82,13 @@ def test_read_all(broker: EmbeddedBroker, topic: str, capfd: pytest.CaptureFixtu
 
 def test_changelog_restore_from_oldest(broker: EmbeddedBroker, topic: str, capfd: pytest.CaptureFixture[str]) -> None:
     assert next(read_changelog(clients(broker), topic, 0, -2, None))[0] == 0
+    assert_no_offset_query_timer(capfd)
+
+
+def test_offline_changelog_reader_from_oldest(
+    broker: EmbeddedBroker, topic: str, capfd: pytest.CaptureFixture[str]
+) -> None:
+    # The reader each Spark task of compaction and bulk restore runs, called here in-process.
+    reader = PartitionReader(ChangelogSource("kafka", topic, clients(broker)), 0)
+    assert [offset for offset, _key, _value in reader] == [0, 1, 2]
     assert_no_offset_query_timer(capfd)
