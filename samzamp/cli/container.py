@@ -6,8 +6,9 @@ would. A failure is one line on stderr; ``--log-level debug`` also logs its trac
 Exit codes:
     0    stopped cleanly (signal, every task voted to shut down, or all inputs ended)
     1    a task or a system failed; the message names the task, SSP and offset
-    2    the config is invalid (one line names the key), or a Kafka system without bootstrap.servers
-         needs the embedded broker and samzamp[embedded] is not installed
+    2    the config is invalid (one line names the key), the checkpoint topic holds only Apache
+         Samza's checkpoints, or a Kafka system without bootstrap.servers needs the embedded broker
+         and samzamp[embedded] is not installed
     130  a second SIGINT arrived during shutdown: exited at once (143 for SIGTERM)
 """
 
