@@ -28,6 +28,7 @@ from samzamp.container.run_loop import RunLoop
 from samzamp.container.task_instance import TaskInstance
 from samzamp.container.worker_task_proxy import WorkerTaskProxy
 from samzamp.coordinator.grouper import group
+from samzamp.coordinator.job_model import TaskModel
 from samzamp.coordinator.metadata_store import CoordinatorStreamStore
 from samzamp.coordinator.run_id import RUN_NAMESPACE, RunRecord, RunState, end_run, start_run
 from samzamp.dispatch.adapters import CoroutineAdapter, adapt_task
@@ -47,7 +48,6 @@ from samzamp.systems.inmemory.system import (
     InMemorySystemConsumer,
     InMemorySystemProducer,
 )
-from samzamp.task.model import TaskModel
 from samzamp.task.runtime import build_task_runtime
 
 if TYPE_CHECKING:

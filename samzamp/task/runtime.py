@@ -39,12 +39,12 @@ from samzamp.api.task import (
 from samzamp.collect.collector import TaskCollector
 from samzamp.commit.flush_policy import commit_failure, flush_task_producers
 from samzamp.config.settings import TaskSettings
+from samzamp.coordinator.job_model import TaskModel
 from samzamp.metrics.registry import Counter, MetricsRegistry, Timer
 from samzamp.storage.manager import RestoreReport, TaskStorage
 from samzamp.systems.base import RawMessage, SystemProducer
 from samzamp.task.coordinator import ReadableCoordinator
 from samzamp.task.failures import deserialization_error, is_ignored, task_failure
-from samzamp.task.model import TaskModel
 
 __all__ = ["RUN_CHECK", "RUN_DONE", "RUN_MARKER", "RUN_REQUESTED", "TaskFactory", "TaskRuntime", "build_task_runtime"]
 

@@ -36,6 +36,7 @@ from samzamp.api.errors import SystemFailureError
 from samzamp.config import Config, validate
 from samzamp.config.stream_serdes import StreamSerdes
 from samzamp.config.validate import load_task_class
+from samzamp.coordinator.job_model import TaskModel
 from samzamp.dispatch.process import frames as f
 from samzamp.dispatch.process.calls import CallSlot
 from samzamp.gc_freeze import freeze_start_up
@@ -44,7 +45,6 @@ from samzamp.metrics.registry import MetricsRegistry
 from samzamp.storage.manager import TaskStorage
 from samzamp.systems.base import SystemProducer
 from samzamp.task.coordinator import ReadableCoordinator
-from samzamp.task.model import TaskModel
 from samzamp.task.runtime import RUN_CHECK, RUN_REQUESTED, TaskRuntime, build_task_runtime
 
 if TYPE_CHECKING:

@@ -25,11 +25,11 @@ from samzamp.api.task import (
     WindowableTask,
 )
 from samzamp.container.task_instance import TaskInstance
+from samzamp.coordinator.job_model import TaskModel
 from samzamp.dispatch.adapters import adapt_task
 from samzamp.dispatch.process import frames as f
 from samzamp.dispatch.process.pool import failure_of
 from samzamp.metrics.registry import MetricsRegistry
-from samzamp.task.model import TaskModel
 from samzamp.task.runtime import TaskRuntime
 from samzamp.worker.host import Worker, WorkerTask
 

@@ -9,9 +9,9 @@ from collections import deque
 from typing import Any
 
 from samzamp.api.envelope import SystemStreamPartition
+from samzamp.coordinator.job_model import TaskModel
 from samzamp.dispatch.process import frames as f
 from samzamp.metrics.registry import MetricsRegistry
-from samzamp.task.model import TaskModel
 from samzamp.task.runtime import TaskRuntime
 from samzamp.worker.host import Worker, WorkerTask
 
