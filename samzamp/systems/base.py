@@ -1,7 +1,8 @@
 """The protocols the container sees; each system (kafka, inmemory) implements them.
 
-Threading contract: ``SystemConsumer.poll``, ``pause`` and ``resume`` are called only from the
-container's one fetch thread. ``SystemProducer.send`` is called from the thread that runs the task
+Threading contract: once a ``SystemConsumer`` started, one thread at a time calls into it (the
+holder of ``SystemConsumers``' poll lock: the fetch thread, or the loop thread polling or changing
+which SSPs are read); ``register`` and ``unregister`` are never called during a ``poll``. ``SystemProducer.send`` is called from the thread that runs the task
 (the event loop, or a task's own thread for callback-style async tasks). Sends are asynchronous;
 ``flush`` is the barrier a commit uses, and delivery failures are collected for ``take_errors``.
 """
@@ -49,7 +50,14 @@ KeyedSend = Callable[[bytes | None, bytes | None], None]
 
 class SystemConsumer(Protocol):
     def register(self, ssp: SystemStreamPartition, start: StartOffset) -> None:
-        """Read ``ssp`` starting at ``start``; called before ``start()``."""
+        """Read ``ssp`` starting at ``start``, before or after ``start()``: after, the SSP is added to
+        the running consumer, read from ``start``, and the others read on untouched. ``start`` is OLDEST
+        or an exact offset (the caller resolves UPCOMING). ValueError if ``ssp`` is registered already."""
+
+    def unregister(self, ssps: list[SystemStreamPartition]) -> None:
+        """Stop reading ``ssps`` and forget them: no later ``poll`` returns a message of one (what the
+        client fetched ahead is dropped), and the others read on untouched. A later ``register`` of
+        one reads it again from its new start. ValueError naming any that is not registered."""
 
     def start(self) -> None: ...
 

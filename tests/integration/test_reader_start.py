@@ -92,3 +92,29 @@ def test_offline_changelog_reader_from_oldest(
     reader = PartitionReader(ChangelogSource("kafka", topic, clients(broker)), 0)
     assert [offset for offset, _key, _value in reader] == [0, 1, 2]
     assert_no_offset_query_timer(capfd)
+
+
+def test_input_partition_of_a_new_topic_added_after_start_from_oldest(
+    broker: EmbeddedBroker, topic: str, unique: str, capfd: pytest.CaptureFixture[str]
+) -> None:
+    # A task arriving in a running container: its input topic is new to the consumer.
+    first = f"reader-start-first-{unique}"
+    create_topic(broker.bootstrap_servers, first, 1)
+    produce(broker.bootstrap_servers, first, 1, 1)
+    consumer = KafkaSystemConsumer(clients(broker), "test-reader-start")
+    try:
+        consumer.register(SystemStreamPartition("kafka", first, 0), OLDEST)
+        consumer.start()
+        added = SystemStreamPartition("kafka", topic, 0)
+        deadline = time.monotonic() + 10
+        while not consumer.poll(0.05):
+            assert time.monotonic() < deadline, f"no record of {first} within 10 s"
+        began = time.monotonic()
+        consumer.register(added, OLDEST)
+        while added not in consumer.poll(0.05):
+            assert time.monotonic() < deadline, f"no record of {topic} within 10 s"
+        with capfd.disabled():
+            print(f"\nnew topic registered after start -> first record: {time.monotonic() - began:.3f} s")
+    finally:
+        consumer.stop()
+    assert_no_offset_query_timer(capfd)

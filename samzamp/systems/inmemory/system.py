@@ -78,6 +78,9 @@ class InMemorySystemConsumer:
         self._batch = batch
 
     def register(self, ssp: SystemStreamPartition, start: StartOffset) -> None:
+        """Read ``ssp`` from ``start``, before or after ``start()``. ValueError if registered already."""
+        if ssp in self._next:
+            raise ValueError(f"{ssp} is already registered with this in-memory consumer")
         if start == OLDEST:
             self._next[ssp] = 0
         elif start == UPCOMING:
@@ -85,6 +88,16 @@ class InMemorySystemConsumer:
         else:
             assert isinstance(start, int)
             self._next[ssp] = start
+
+    def unregister(self, ssps: list[SystemStreamPartition]) -> None:
+        """Stop reading ``ssps`` and forget them. ValueError naming any that is not registered."""
+        unknown = [s for s in ssps if s not in self._next]
+        if unknown:
+            raise ValueError(f"{', '.join(map(str, unknown))}: not registered with this in-memory consumer")
+        for s in ssps:
+            del self._next[s]
+            self._paused.discard(s)
+            self._ended.discard(s)
 
     def start(self) -> None:
         pass

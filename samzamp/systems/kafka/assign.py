@@ -1,4 +1,4 @@
-"""``assign``: a consumer's partitions, reading from the first fetch librdkafka can make.
+"""``assign`` and ``add_partitions``: a consumer's partitions, reading from the first fetch librdkafka can make.
 
 librdkafka resolves a logical start offset (OFFSET_BEGINNING, OFFSET_END) with a ListOffsets request
 to the partition's leader. A fresh client does not know the leader when ``assign()`` is called; it
@@ -9,6 +9,10 @@ a changelog restored from its start, an input at samza.offset.default = oldest) 
 second late; four of them in a row were most of a container's start-up. Fetching the topics'
 metadata first, one request, lets the offset query go out at once. This holds on any Kafka broker:
 the timer is the client's.
+
+A partition added to a running consumer (``incremental_assign``) meets the same timer when its
+topic is new to the client; a topic the consumer already reads has its leaders known (a topic's
+metadata carries every partition), so only new topics are looked up first.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import logging
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-__all__ = ["assign"]
+__all__ = ["add_partitions", "assign"]
 
 log = logging.getLogger(__name__)
 
@@ -31,10 +35,21 @@ def assign(consumer: Consumer, partitions: list[TopicPartition]) -> None:
     those topics are learnt first, so that the consumer's first fetch is not 500 ms late. A failed
     metadata request only loses that gain: the partitions are assigned all the same, and an error
     reaching the broker shows in the consumer's own events."""
-    logical = sorted({tp.topic for tp in partitions if tp.offset < 0})
+    _learn_leaders(consumer, partitions, known=set())
+    consumer.assign(partitions)
+
+
+def add_partitions(consumer: Consumer, partitions: list[TopicPartition], known_topics: set[str]) -> None:
+    """``consumer.incremental_assign(partitions)`` on a consumer that already reads ``known_topics``:
+    as ``assign``, the leaders of a new topic with a partition at a logical offset are learnt first."""
+    _learn_leaders(consumer, partitions, known=known_topics)
+    consumer.incremental_assign(partitions)
+
+
+def _learn_leaders(consumer: Consumer, partitions: list[TopicPartition], known: set[str]) -> None:
+    logical = sorted({tp.topic for tp in partitions if tp.offset < 0 and tp.topic not in known})
     for topic in logical:
         try:
             consumer.list_topics(topic, timeout=METADATA_TIMEOUT_S)
         except KafkaException as e:
             log.debug("metadata of %s before assign: %s", topic, e)
-    consumer.assign(partitions)

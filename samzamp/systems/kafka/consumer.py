@@ -10,7 +10,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartiti
 from samzamp.api.envelope import SystemStreamPartition
 from samzamp.api.errors import SystemFailureError
 from samzamp.systems.base import OLDEST, UPCOMING, RawMessage, StartOffset
-from samzamp.systems.kafka.assign import assign
+from samzamp.systems.kafka.assign import add_partitions, assign
 from samzamp.systems.kafka.client_config import ClientKind, KafkaClientSettings, client_config
 from samzamp.systems.kafka.codes import PARTITION_EOF
 
@@ -50,24 +50,54 @@ class KafkaSystemConsumer:
         self._ssp_of: dict[tuple[str, int], SystemStreamPartition] = {}
         self._by_partition: dict[int, SystemStreamPartition] | None = None
         self._batch = batch
+        self._started = False
+        self._paused: set[SystemStreamPartition] = set()
 
     def register(self, ssp: SystemStreamPartition, start: StartOffset) -> None:
+        """Read ``ssp`` from ``start`` (OLDEST or an exact offset). Before ``start()`` it joins the
+        first assignment; after, it is added to the running consumer at once (by the thread that
+        polls, never during a poll). ValueError if ``ssp`` is registered already."""
+        if ssp in self._starts:
+            raise ValueError(f"{ssp} is already registered with the consumer of system {self._system!r}")
+        tp = _start_partition(ssp, start)
+        if self._started:
+            add_partitions(self._consumer, [tp], self._topics())
         self._starts[ssp] = start
-        self._ssp_of[(ssp.stream, ssp.partition)] = ssp
-        topics = {s.stream for s in self._starts}
-        self._by_partition = {s.partition: s for s in self._starts} if len(topics) == 1 else None
+        self._index()
+
+    def unregister(self, ssps: list[SystemStreamPartition]) -> None:
+        """Stop reading ``ssps`` and forget them: no later ``poll`` returns a message of one, even one
+        librdkafka had fetched before. ValueError naming any that is not registered."""
+        unknown = [s for s in ssps if s not in self._starts]
+        if unknown:
+            raise ValueError(
+                f"{', '.join(map(str, unknown))}: not registered with the consumer of system {self._system!r}"
+            )
+        tps = [TopicPartition(s.stream, s.partition) for s in ssps]
+        # librdkafka keeps a partition's pause across unassign and assign: one registered again
+        # would never be fetched. Resuming first is safe, as the unassign drops what it fetches.
+        paused = [tp for s, tp in zip(ssps, tps, strict=True) if s in self._paused]
+        if paused:
+            self._consumer.resume(paused)
+        if self._started and tps:
+            self._consumer.incremental_unassign(tps)
+        for s in ssps:
+            del self._starts[s]
+        self._paused.difference_update(ssps)
+        self._index()
+
+    def _topics(self) -> set[str]:
+        return {s.stream for s in self._starts}
+
+    def _index(self) -> None:
+        """The lookups ``poll`` maps a message to its SSP with."""
+        self._ssp_of = {(s.stream, s.partition): s for s in self._starts}
+        single_topic = len(self._topics()) == 1
+        self._by_partition = {s.partition: s for s in self._starts} if single_topic else None
 
     def start(self) -> None:
-        tps = []
-        for ssp, start in self._starts.items():
-            if start == OLDEST:
-                offset = OFFSET_BEGINNING
-            elif start == UPCOMING or not isinstance(start, int):
-                raise SystemFailureError(f"{ssp}: start offset {start!r} must be resolved to an exact offset first")
-            else:
-                offset = start
-            tps.append(TopicPartition(ssp.stream, ssp.partition, offset))
-        assign(self._consumer, tps)
+        assign(self._consumer, [_start_partition(ssp, start) for ssp, start in self._starts.items()])
+        self._started = True
 
     def poll(self, timeout_s: float) -> dict[SystemStreamPartition, list[RawMessage]]:
         # consume(n, t) waits for n messages or t: take what is there now, and if that is nothing,
@@ -78,14 +108,15 @@ class KafkaSystemConsumer:
             if msgs:
                 msgs.extend(self._consumer.consume(self._batch - 1, 0))
         out: dict[SystemStreamPartition, list[RawMessage]] = {}
-        ssp_of = self._ssp_of
         # The SSPs by partition when this consumer reads a single topic (the common case), which
         # spares a topic() call and a tuple per message.
         by_partition = self._by_partition
+        lookup: dict[Any, SystemStreamPartition] = by_partition if by_partition is not None else self._ssp_of
+        # A partition unregistered since librdkafka fetched for it: its messages go here, unreturned.
+        dropped: list[RawMessage] = []
         # A consume batch comes in runs of one partition: look the SSP up when the run changes.
         last_key: object = None
-        bucket: list[RawMessage] = []
-        append = bucket.append
+        append = dropped.append
         for m in msgs:
             err = m.error()
             if err is not None:
@@ -94,12 +125,17 @@ class KafkaSystemConsumer:
             partition = m.partition()
             key = partition if by_partition is not None else (m.topic(), partition)
             if key != last_key:
-                ssp = by_partition[partition] if by_partition is not None else ssp_of[key]  # type: ignore[index]
-                bucket = out.get(ssp) or out.setdefault(ssp, [])
-                append = bucket.append
+                ssp = lookup.get(key)
+                append = (out.get(ssp) or out.setdefault(ssp, [])).append if ssp is not None else dropped.append
                 last_key = key
             ts_type, ts = m.timestamp()
             append((m.offset() or 0, m.key(), m.value(), ts if ts_type else 0))
+        if dropped:
+            log.debug(
+                "kafka consumer of system %r: dropped %d messages of unregistered partitions",
+                self._system,
+                len(dropped),
+            )
         return out
 
     def _on_error(self, err: KafkaError) -> None:
@@ -111,9 +147,11 @@ class KafkaSystemConsumer:
 
     def pause(self, ssps: list[SystemStreamPartition]) -> None:
         self._consumer.pause([TopicPartition(s.stream, s.partition) for s in ssps])
+        self._paused.update(ssps)
 
     def resume(self, ssps: list[SystemStreamPartition]) -> None:
         self._consumer.resume([TopicPartition(s.stream, s.partition) for s in ssps])
+        self._paused.difference_update(ssps)
 
     def high_watermark(self, ssp: SystemStreamPartition) -> int | None:
         # cached=True reads the high watermark that fetch responses carry: right on Tansu too,
@@ -129,3 +167,12 @@ class KafkaSystemConsumer:
             self._consumer.close()
         except RuntimeError:
             pass
+
+
+def _start_partition(ssp: SystemStreamPartition, start: StartOffset) -> TopicPartition:
+    """The partition to assign for reading ``ssp`` from ``start``."""
+    if start == OLDEST:
+        return TopicPartition(ssp.stream, ssp.partition, OFFSET_BEGINNING)
+    if start == UPCOMING or not isinstance(start, int):
+        raise SystemFailureError(f"{ssp}: start offset {start!r} must be resolved to an exact offset first")
+    return TopicPartition(ssp.stream, ssp.partition, start)
