@@ -28,5 +28,12 @@ class RoundRobinChooser:
     def choose(self) -> tuple[SystemStreamPartition, RawMessage] | None:
         return self._queue.popleft() if self._queue else None
 
+    def remove(self, ssp: SystemStreamPartition) -> None:
+        # At most one envelope per SSP is held: drop the first match.
+        for i, (held, _) in enumerate(self._queue):
+            if held == ssp:
+                del self._queue[i]
+                return
+
     def __len__(self) -> int:
         return len(self._queue)

@@ -26,5 +26,9 @@ class MessageChooser(Protocol):
     def choose(self) -> tuple[SystemStreamPartition, RawMessage] | None:
         """Take the envelope to handle next, or None."""
 
+    def remove(self, ssp: SystemStreamPartition) -> None:
+        """Drop the envelope held for ``ssp``, if any: ``choose`` never returns one of ``ssp`` after
+        this (until ``update`` offers a new one)."""
+
     def __len__(self) -> int:
         """How many envelopes it holds."""
