@@ -40,12 +40,13 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 
 from samzamp.api.envelope import SystemStreamPartition
 from samzamp.consume.chooser import MessageChooser
 from samzamp.metrics.registry import MetricsRegistry
-from samzamp.systems.base import DRAIN, END_OF_STREAM, WATERMARK_MAX, RawMessage, SystemConsumer
+from samzamp.systems.base import DRAIN, END_OF_STREAM, WATERMARK_MAX, RawMessage, StartOffset, SystemConsumer
 
 __all__ = ["SystemConsumers"]
 
@@ -71,17 +72,22 @@ class SystemConsumers:
         # When the buffers were first found full with some SSP run dry (None: not so now).
         self._starved_since: float | None = None
         self._chooser = chooser
+        # Replaced, never resized, when SSPs come or go: a reader on another thread (a metrics
+        # gauge) iterating it sees the old or the new one.
         self._buffers: dict[SystemStreamPartition, deque[RawMessage]] = {s: deque() for s in ssps}
         # SSPs whose next envelope the chooser is waiting for (its previous one was taken).
         self._needed: set[SystemStreamPartition] = set(ssps)
         self._threshold = fetch_threshold
-        self._high = max(64, fetch_threshold // max(1, len(ssps)))  # an SSP's share
+        self._high = self._share()
         self._poll_s = poll_interval_ms / 1000
         self._paused: set[SystemStreamPartition] = set()
         self._stop = threading.Event()
         self._want_fetch = threading.Event()
         self._loop_idle = False
         self._poll_lock = threading.Lock()
+        # Held by the fetch thread only while it takes the poll lock, and by ``add`` and ``remove``
+        # while they wait for it: the fetch thread then waits behind them.
+        self._turnstile = threading.Lock()
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._on_data: Callable[[], None] = lambda: None
@@ -101,6 +107,96 @@ class SystemConsumers:
 
     def buffered(self) -> int:
         return sum(len(b) for b in self._buffers.values()) + len(self._chooser)
+
+    # -- which SSPs are read (loop thread) ----------------------------------------------------
+    def add(self, starts: dict[SystemStreamPartition, StartOffset]) -> None:
+        """Start reading each SSP of ``starts`` from its start offset (OLDEST or an exact offset, such
+        as the task's checkpointed one; the caller resolves UPCOMING), the other SSPs untouched. Their
+        envelopes reach the chooser as they arrive.
+
+        Loop thread, before or after ``start``. No poll runs while the SSPs are registered: this takes
+        the poll lock, so it may block while the fetch thread finishes a poll (at most one poll
+        timeout, about task.poll.interval.ms).
+
+        ValueError naming an SSP read already, or one whose system has no consumer here (the caller
+        hands in a consumer for every input system at construction). RuntimeError once fetching
+        stopped (a drain began): a draining container takes no new work. If a consumer refuses an
+        SSP, those this call registered are unregistered again before the error is raised.
+        """
+        if not self.fetching:
+            raise RuntimeError(
+                f"cannot add {', '.join(map(str, sorted(starts)))}: fetching stopped (a drain began), "
+                "and a draining container takes no new SSPs"
+            )
+        present = sorted(s for s in starts if s in self._buffers)
+        if present:
+            raise ValueError(f"{', '.join(map(str, present))}: read already; remove it first to read it from elsewhere")
+        orphans = sorted(s for s in starts if s.system not in self._consumers)
+        if orphans:
+            raise ValueError(
+                f"{', '.join(map(str, orphans))}: system has no consumer here; "
+                "give SystemConsumers a consumer for every input system"
+            )
+        with self._exclusive():
+            added: list[SystemStreamPartition] = []
+            try:
+                for ssp, start in starts.items():
+                    self._consumers[ssp.system].register(ssp, start)
+                    added.append(ssp)
+            except BaseException:
+                self._unregister(added)
+                raise
+            self._buffers = {**self._buffers, **{s: deque() for s in added}}
+            self._ssps.extend(added)
+            self._needed.update(added)
+            self._high = self._share()
+            self._high_watermarks_due = 0.0  # the next poll copies the new SSPs' high watermarks
+
+    def remove(self, ssps: Iterable[SystemStreamPartition]) -> None:
+        """Stop reading ``ssps`` and forget them, the other SSPs untouched. What is buffered for them
+        and the envelope the chooser holds for one are dropped: nothing of a removed SSP is chosen
+        after this returns, and a later ``try_update`` of one is ignored. Dropped messages are not
+        lost: the task's checkpoint decides where the SSP's next reader starts, which reads again
+        whatever was fetched here and not processed.
+
+        Loop thread; takes the poll lock like ``add`` (blocks at most about one poll timeout). After
+        a drain began, removing an SSP drops its drain markers too: do not wait for its DRAIN.
+        ValueError naming any SSP not read here.
+        """
+        gone = dict.fromkeys(ssps)  # ordered and without repeats
+        unknown = sorted(s for s in gone if s not in self._buffers)
+        if unknown:
+            raise ValueError(f"{', '.join(map(str, unknown))}: not read here, so it cannot be removed")
+        with self._exclusive():
+            self._unregister(list(gone))
+            self._buffers = {s: b for s, b in self._buffers.items() if s not in gone}
+            self._ssps = [s for s in self._ssps if s not in gone]
+            self._needed.difference_update(gone)
+            self._paused.difference_update(gone)
+            self._ended.difference_update(gone)
+            for ssp in gone:
+                self._fetched_upto.pop(ssp, None)
+                self._chooser.remove(ssp)
+            self._high_watermarks = {s: hw for s, hw in self._high_watermarks.items() if s not in gone}
+            self._high = self._share()
+
+    @contextmanager
+    def _exclusive(self) -> Iterator[None]:
+        """Hold the poll lock, taking it ahead of the fetch thread: on idle input that thread takes
+        the lock again right after letting it go, and a plain wait for it lasted several polls."""
+        with self._turnstile, self._poll_lock:
+            yield
+
+    def _unregister(self, ssps: list[SystemStreamPartition]) -> None:
+        by_system: dict[str, list[SystemStreamPartition]] = {}
+        for ssp in ssps:
+            by_system.setdefault(ssp.system, []).append(ssp)
+        for system, group in by_system.items():
+            self._consumers[system].unregister(group)
+
+    def _share(self) -> int:
+        """An SSP's share of the fetch threshold (what it may hold before back-pressure pauses it)."""
+        return max(64, self._threshold // max(1, len(self._buffers)))
 
     def start(
         self, loop: asyncio.AbstractEventLoop, on_data: Callable[[], None], on_error: Callable[[BaseException], None]
@@ -201,10 +297,14 @@ class SystemConsumers:
                 if not self._want_fetch.wait(self._poll_s):
                     continue
                 self._want_fetch.clear()
-                with self._poll_lock:
+                with self._turnstile:
+                    self._poll_lock.acquire()
+                try:
                     if self._stop.is_set():
                         break
                     got = self._poll_all(timeout)
+                finally:
+                    self._poll_lock.release()
                 if got and not self._stop.is_set():
                     loop.call_soon_threadsafe(self._on_fetched, got)
                 elif self._loop_idle:
@@ -288,8 +388,11 @@ class SystemConsumers:
         return self._buffers[ssp]
 
     def try_update(self, ssp: SystemStreamPartition) -> None:
-        """The envelope last chosen from ``ssp`` was taken: hand the chooser the next one."""
-        buf = self._buffers[ssp]
+        """The envelope last chosen from ``ssp`` was taken: hand the chooser the next one. Nothing for
+        an SSP removed since (its task finishing the last envelope it took)."""
+        buf = self._buffers.get(ssp)
+        if buf is None:
+            return
         if buf:
             self._chooser.update(ssp, buf.popleft())
         else:

@@ -1,0 +1,330 @@
+"""SSPs that come and go while SystemConsumers runs (``add`` / ``remove``), on the in-memory system:
+an added SSP is read from the offset it is given, a removed one is never chosen again (neither what
+was buffered for it nor the envelope the chooser held), and the other SSPs read on, in order."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+import pytest
+
+from samzamp.api.envelope import SystemStreamPartition
+from samzamp.choose.round_robin import RoundRobinChooser
+from samzamp.consume.system_consumers import SystemConsumers
+from samzamp.metrics.registry import MetricsRegistry
+from samzamp.systems.base import END_OF_STREAM, OLDEST, UPCOMING, RawMessage, StartOffset
+from samzamp.systems.inmemory.system import InMemoryStreams, InMemorySystemConsumer
+
+A = SystemStreamPartition("mem", "in", 0)
+B = SystemStreamPartition("mem", "in", 1)
+C = SystemStreamPartition("mem", "in", 2)
+
+
+def seeded(per_partition: int, partitions: int = 3, bounded: bool = False) -> InMemoryStreams:
+    streams = InMemoryStreams()
+    streams.create("in", partitions, bounded=bounded)
+    for p in range(partitions):
+        append(streams, p, per_partition)
+    return streams
+
+
+def append(streams: InMemoryStreams, partition: int, n: int) -> None:
+    for _ in range(n):
+        streams.append("in", partition, None, b"v")
+
+
+def fan_in(
+    streams: InMemoryStreams, starts: dict[SystemStreamPartition, StartOffset], threshold: int = 10_000
+) -> tuple[SystemConsumers, InMemorySystemConsumer, RoundRobinChooser]:
+    consumer = InMemorySystemConsumer(streams)
+    for ssp, start in starts.items():
+        consumer.register(ssp, start)
+    chooser = RoundRobinChooser()
+    return (
+        SystemConsumers({"mem": consumer}, list(starts), chooser, MetricsRegistry(), threshold, 20),
+        consumer,
+        chooser,
+    )
+
+
+class Reader:
+    """What the run loop does with SystemConsumers: choose, let the chosen SSP's next envelope in,
+    and when there is nothing to choose, let the fetch thread wait for data."""
+
+    def __init__(self, sc: SystemConsumers) -> None:
+        self.sc = sc
+        self.seen: dict[SystemStreamPartition, list[int]] = {}
+        self._data = asyncio.Event()
+        self.errors: list[BaseException] = []
+
+    def start(self) -> None:
+        self.sc.start(asyncio.get_running_loop(), self._data.set, self.errors.append)
+
+    def offsets(self, ssp: SystemStreamPartition) -> list[int]:
+        return self.seen.get(ssp, [])
+
+    async def read_until(self, done: Callable[[], bool], what: str) -> None:
+        deadline = time.monotonic() + 10
+        while not done():
+            assert not self.errors, self.errors
+            self.sc.refill()
+            chosen = self.sc.choose()
+            if chosen is None:
+                # Only callbacks run while this coroutine waits: whatever fed the chooser before
+                # this point was chosen above, so clearing loses no wake-up.
+                self._data.clear()
+                self.sc.idle()
+                try:
+                    await asyncio.wait_for(self._data.wait(), max(0.0, deadline - time.monotonic()))
+                except TimeoutError:
+                    raise AssertionError(f"timed out waiting for {what}; read {self.seen}") from None
+                continue
+            ssp, raw = chosen
+            self.seen.setdefault(ssp, []).append(raw[0])
+            self.sc.try_update(ssp)
+            await asyncio.sleep(0)  # the fetch thread's hand-offs run in between, as in the loop
+
+
+def test_an_ssp_added_while_fetching_is_read_from_the_offset_given_and_the_others_read_on() -> None:
+    streams = seeded(20)
+    sc, _, _ = fan_in(streams, {A: 0})
+
+    async def main() -> Reader:
+        r = Reader(sc)
+        r.start()
+        await r.read_until(lambda: len(r.offsets(A)) == 20, "A's first 20")
+        sc.add({B: 7, C: OLDEST})  # the loop is idle: the fetch thread is polling
+        append(streams, 0, 5)
+        append(streams, 1, 5)
+        await r.read_until(
+            lambda: len(r.offsets(A)) == 25 and len(r.offsets(B)) == 18 and len(r.offsets(C)) == 20, "all 3"
+        )
+        sc.stop()
+        return r
+
+    r = asyncio.run(main())
+    assert r.offsets(A) == list(range(25))
+    assert r.offsets(B) == list(range(7, 25))
+    assert r.offsets(C) == list(range(20))
+
+
+def test_a_removed_ssp_is_never_chosen_again_neither_buffered_nor_held_by_the_chooser() -> None:
+    streams = seeded(50)
+    sc, consumer, chooser = fan_in(streams, {A: 0, B: 0})
+
+    async def main() -> Reader:
+        r = Reader(sc)
+        r.start()
+        await r.read_until(lambda: len(r.offsets(B)) == 3, "B's first 3")
+        # B's 50 messages came in one poll: the chooser holds B's next one and the rest is buffered.
+        assert any(ssp == B for ssp, _ in chooser._queue)
+        assert len(sc.buffer(B)) > 0
+        sc.remove([B])
+        assert all(ssp != B for ssp, _ in chooser._queue)
+        sc.try_update(B)  # B's task finishing the envelope it took: ignored
+        # If B were still read, the poll that brings A's new messages would bring B's too.
+        append(streams, 1, 10)
+        append(streams, 0, 10)
+        await r.read_until(lambda: len(r.offsets(A)) == 60, "all of A")
+        sc.stop_fetching()
+        assert B not in consumer.poll(0)  # the fetch thread is gone: the test may call the consumer
+        return r
+
+    r = asyncio.run(main())
+    assert r.offsets(B) == [0, 1, 2]
+    assert r.offsets(A) == list(range(60))
+    assert sc.buffered() == 0
+
+
+def test_an_ssp_removed_and_added_again_is_read_from_its_new_start() -> None:
+    streams = seeded(30)
+    sc, _, _ = fan_in(streams, {A: 0, B: 0})
+
+    async def main() -> Reader:
+        r = Reader(sc)
+        r.start()
+        await r.read_until(lambda: len(r.offsets(B)) == 5, "B's first 5")
+        sc.remove([B])
+        sc.add({B: 12})
+        await r.read_until(lambda: len(r.offsets(A)) == 30 and len(r.offsets(B)) == 5 + 18, "A and B to the end")
+        sc.stop()
+        return r
+
+    r = asyncio.run(main())
+    assert r.offsets(B) == [*range(5), *range(12, 30)]
+    assert r.offsets(A) == list(range(30))
+
+
+def test_removing_every_ssp_then_adding_one_reads_it() -> None:
+    streams = seeded(10)
+    sc, _, _ = fan_in(streams, {A: 0})
+
+    async def main() -> Reader:
+        r = Reader(sc)
+        r.start()
+        await r.read_until(lambda: len(r.offsets(A)) == 10, "A")
+        sc.remove([A])
+        assert sc.buffered() == 0
+        sc.add({C: 4})
+        await r.read_until(lambda: len(r.offsets(C)) == 6, "C")
+        sc.stop()
+        return r
+
+    r = asyncio.run(main())
+    assert r.offsets(C) == list(range(4, 10))
+
+
+def test_an_ssp_added_before_start_joins_the_first_read() -> None:
+    streams = seeded(10)
+    sc, _, _ = fan_in(streams, {A: 0})
+    sc.add({B: 3})
+
+    async def main() -> Reader:
+        r = Reader(sc)
+        r.start()
+        await r.read_until(lambda: len(r.offsets(A)) == 10 and len(r.offsets(B)) == 7, "A and B")
+        sc.stop()
+        return r
+
+    r = asyncio.run(main())
+    assert r.offsets(B) == list(range(3, 10))
+
+
+def test_each_ssps_share_of_the_fetch_threshold_follows_the_ssps_read() -> None:
+    sc, _, _ = fan_in(seeded(0, partitions=4), {A: 0}, threshold=4000)
+    assert sc._high == 4000
+    sc.add({B: 0, C: 0, SystemStreamPartition("mem", "in", 3): 0})
+    assert sc._high == 1000
+    sc.remove([B, C])
+    assert sc._high == 2000
+
+
+def test_adding_an_ssp_read_already_or_of_a_system_without_consumer_names_it() -> None:
+    sc, _, _ = fan_in(seeded(0), {A: 0})
+    with pytest.raises(ValueError, match="read already") as e:
+        sc.add({B: 0, A: 0})
+    assert str(A) in str(e.value)
+    assert str(B) not in str(e.value)
+    other = SystemStreamPartition("kafka", "in", 0)
+    with pytest.raises(ValueError, match="no consumer") as e:
+        sc.add({other: 0})
+    assert str(other) in str(e.value)
+    sc.add({B: 0})  # nothing of the refused calls was kept
+
+
+def test_removing_an_ssp_not_read_names_it_and_removes_nothing() -> None:
+    sc, _, _ = fan_in(seeded(0), {A: 0, B: 0})
+    with pytest.raises(ValueError, match="not read here") as e:
+        sc.remove([A, C])
+    assert str(C) in str(e.value)
+    assert str(A) not in str(e.value)
+    sc.remove([A])  # A was not removed by the refused call
+
+
+def test_a_consumer_refusing_an_ssp_leaves_nothing_of_the_call_registered() -> None:
+    streams = seeded(0)
+    sc, consumer, _ = fan_in(streams, {A: 0})
+    refuse = SystemStreamPartition("mem", "missing", 0)  # no such stream: the consumer raises
+    with pytest.raises(KeyError):
+        sc.add({B: 0, refuse: UPCOMING, C: 0})
+    sc.add({B: 0, C: 0})  # B, registered before the refusal, was unregistered again
+    consumer.unregister([A, B, C])
+
+
+def test_a_draining_fan_in_takes_no_new_ssp() -> None:
+    sc, _, _ = fan_in(seeded(0), {A: 0})
+    sc.drain()
+    with pytest.raises(RuntimeError, match="drain") as e:
+        sc.add({B: 0})
+    assert str(B) in str(e.value)
+
+
+class RecordingConsumer(InMemorySystemConsumer):
+    """Counts the polls begun, and notes at which poll count each register came."""
+
+    def __init__(self, streams: InMemoryStreams) -> None:
+        super().__init__(streams)
+        self.polls = 0
+        self.registered_at: list[int] = []
+        self.polling = threading.Event()
+
+    def poll(self, timeout_s: float) -> dict[SystemStreamPartition, list[RawMessage]]:
+        self.polls += 1
+        self.polling.set()
+        return super().poll(timeout_s)
+
+    def register(self, ssp: SystemStreamPartition, start: StartOffset) -> None:
+        self.registered_at.append(self.polls)
+        super().register(ssp, start)
+
+
+def test_add_waits_for_the_poll_under_way_only() -> None:
+    """On idle input the fetch thread polls back to back; ``add`` must get in after the poll under
+    way (or the next one, when it came just as that began), not wait several polls for its turn."""
+    streams = seeded(0, partitions=12)
+    consumer = RecordingConsumer(streams)
+    consumer.register(A, 0)
+    sc = SystemConsumers({"mem": consumer}, [A], RoundRobinChooser(), MetricsRegistry(), 10_000, 20)
+
+    async def main() -> list[int]:
+        Reader(sc).start()
+        sc.idle()
+        waited = []
+        for p in range(1, 12):
+            consumer.polling.clear()
+            await asyncio.to_thread(consumer.polling.wait, 5)  # a poll is under way
+            before = consumer.polls
+            sc.add({SystemStreamPartition("mem", "in", p): 0})
+            waited.append(consumer.registered_at[-1] - before)
+        sc.stop()
+        return waited
+
+    waited = asyncio.run(main())
+    assert max(waited) <= 1, f"polls begun while add waited: {waited}"
+
+
+@contextmanager
+def started(consumer: InMemorySystemConsumer) -> Iterator[InMemorySystemConsumer]:
+    consumer.start()
+    try:
+        yield consumer
+    finally:
+        consumer.stop()
+
+
+def test_in_memory_consumer_forgets_an_unregistered_ssps_pause_and_end() -> None:
+    streams = seeded(5, bounded=True)
+    with started(InMemorySystemConsumer(streams)) as c:
+        c.register(A, 0)
+        c.register(B, 0)
+        first = c.poll(0)
+        assert first[A][-1][0] == END_OF_STREAM
+        assert first[B][-1][0] == END_OF_STREAM
+        c.pause([A])
+        c.unregister([A, B])
+        assert c.poll(0) == {}
+        c.register(A, 3)  # paused and ended before: read again from 3
+        assert [m[0] for m in c.poll(0)[A]] == [3, 4, END_OF_STREAM]
+        with pytest.raises(ValueError, match="already registered"):
+            c.register(A, 0)
+        with pytest.raises(ValueError, match="not registered") as e:
+            c.unregister([B])
+        assert str(B) in str(e.value)
+
+
+def test_round_robin_chooser_remove_keeps_the_others_in_order() -> None:
+    chooser = RoundRobinChooser()
+    for ssp in (A, B, C):
+        chooser.update(ssp, (0, None, None, 0))
+    chooser.remove(B)
+    chooser.remove(B)  # nothing held for it: no-op
+    assert len(chooser) == 2
+    assert [chooser.choose(), chooser.choose(), chooser.choose()] == [
+        (A, (0, None, None, 0)),
+        (C, (0, None, None, 0)),
+        None,
+    ]
