@@ -27,6 +27,10 @@ So the high watermarks the lag metrics read are copied out by the poller (every
 Flow control (Samza's): the chooser holds at most one envelope per SSP; the SSP's next envelope is
 handed over only when the loop calls ``try_update(ssp)``, i.e. when its task takes the previous one.
 
+Which SSPs are read may change while fetching (``add`` / ``remove``, loop thread, as tasks come
+and go): both take the poll lock, so a consumer is never asked to register or unregister during a
+poll, and a removed SSP leaves nothing behind (buffer, chooser envelope, pause, high watermark).
+
 Control markers (``samzamp.systems.base``) travel in the buffers as raw messages with a negative
 offset, in order with the data: ``END_OF_STREAM`` (a bounded partition ended), and on a drain
 ``WATERMARK_MAX`` (the SSP's watermark goes to infinity) followed by ``DRAIN`` (nothing more will

@@ -112,7 +112,9 @@ class KafkaSystemConsumer:
         # spares a topic() call and a tuple per message.
         by_partition = self._by_partition
         lookup: dict[Any, SystemStreamPartition] = by_partition if by_partition is not None else self._ssp_of
-        # A partition unregistered since librdkafka fetched for it: its messages go here, unreturned.
+        # librdkafka discards what it had queued for a partition it unassigns (a version barrier);
+        # a message of a partition not registered here, should one slip through, goes here unreturned
+        # rather than failing the poll.
         dropped: list[RawMessage] = []
         # A consume batch comes in runs of one partition: look the SSP up when the run changes.
         last_key: object = None
