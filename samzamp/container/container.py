@@ -32,8 +32,8 @@ from samzamp.coordinator.job_model import TaskModel
 from samzamp.coordinator.metadata_store import CoordinatorStreamStore
 from samzamp.coordinator.run_id import RUN_NAMESPACE, RunRecord, RunState, end_run, start_run
 from samzamp.dispatch.adapters import CoroutineAdapter, adapt_task
-from samzamp.dispatch.process.frames import TaskSpec
-from samzamp.dispatch.process.pool import WorkerPool, assign_tasks
+from samzamp.dispatch.process.placement import assign_tasks
+from samzamp.dispatch.process.pool import WorkerPool
 from samzamp.drain.monitor import DrainMonitor
 from samzamp.drain.notification import DRAIN_NAMESPACE, cleanup
 from samzamp.extras import EMBEDDED, require
@@ -442,8 +442,12 @@ class SamzaContainer:
         batch = st.worker_batch_size
         for name in sorted(model):
             ti = WorkerTaskProxy(
-                name,
-                model[name],
+                TaskModel(
+                    name,
+                    tuple(sorted(model[name])),
+                    self._changelog_partitions[name],
+                    self._markers.get(name, {}),
+                ),
                 issubclass(task_class, WindowableTask),
                 pool,
                 placement[name],
@@ -461,19 +465,8 @@ class SamzaContainer:
         config = dict(st.config)
         for system, clients in self._kafka.items():  # the embedded broker's address, when it is one
             config[f"systems.{system}.bootstrap.servers"] = clients.bootstrap
-        specs = [
-            (
-                t.worker,
-                TaskSpec(
-                    t.name,
-                    [(s.system, s.stream, s.partition, s.key_bucket) for s in sorted(t.ssps)],
-                    self._changelog_partitions[t.name],
-                    self._markers.get(t.name, {}),
-                ),
-            )
-            for t in self.remote_tasks
-        ]
-        await pool.start(config, specs)
+        await pool.start(config)
+        await asyncio.gather(*(t.start() for t in self.remote_tasks))  # each worker's in parallel
         pool.time_calls(st.task.callback_timeout_ms, "task.callback.timeout.ms")
 
     def _register_lag_gauges(self, consumers: SystemConsumers) -> None:
