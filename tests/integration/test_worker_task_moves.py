@@ -187,7 +187,9 @@ def test_an_add_awaited_on_a_worker_that_fails_or_dies_raises_instead_of_waiting
             await pool.start(config)
 
             # The task's init fails: the add raises it, naming the worker and the task.
-            with pytest.raises(WorkerError, match=r"worker 0 \(pid \d+; .*\) could not start task 'Partition 1'"):
+            with pytest.raises(
+                WorkerError, match=r"worker 0 \(pid \d+; tasks 'Partition 1'\) could not start task 'Partition 1'"
+            ):
                 await asyncio.wait_for(pool.add_task(0, TaskModel("Partition 1", (ssp,)), TaskFrames()), 60)
             assert failures == []  # the add's caller had the news; the pool did not report it again
             with pytest.raises(WorkerError, match="init failed on purpose"):  # nothing more goes to that worker
@@ -198,7 +200,7 @@ def test_an_add_awaited_on_a_worker_that_fails_or_dies_raises_instead_of_waiting
             started = rec / f"Partition_2.{pool.workers[1].pid}.log"
             await asyncio.to_thread(wait_until, started.exists, 30, "the hanging init")
             os.kill(pool.workers[1].pid, signal.SIGKILL)
-            with pytest.raises(WorkerError, match=r"worker 1 .* was killed by SIGKILL"):
+            with pytest.raises(WorkerError, match=r"worker 1 \(pid \d+; tasks 'Partition 2'\) was killed by SIGKILL"):
                 await asyncio.wait_for(adding, 30)
         finally:
             pool.kill()

@@ -89,7 +89,7 @@ class WorkerHandle:
         self.busy_ns = 0
 
     def describe(self) -> str:
-        tasks = ", ".join(repr(n) for n in self.task_names) or "no tasks"
+        tasks = ", ".join(repr(n) for n in self.task_names.values()) or "no tasks"
         return f"worker {self.index} (pid {self.pid}; tasks {tasks})"
 
 
