@@ -89,8 +89,8 @@ class WorkerHandle:
         self.busy_ns = 0
 
     def describe(self) -> str:
-        tasks = ", ".join(repr(n) for n in self.task_names.values()) or "no tasks"
-        return f"worker {self.index} (pid {self.pid}; tasks {tasks})"
+        tasks = f"tasks {', '.join(repr(n) for n in self.task_names.values())}" if self.task_names else "no tasks"
+        return f"worker {self.index} (pid {self.pid}; {tasks})"
 
 
 class WorkerPool:
@@ -156,9 +156,7 @@ class WorkerPool:
             except BrokenPipeError:
                 pass  # it died already; _on_exit reports it
         await asyncio.gather(*(w.ready for w in self.workers if w.ready is not None))
-        log.info(
-            "worker pool: %d workers ready (pids %s)", len(self.workers), ", ".join(str(w.pid) for w in self.workers)
-        )
+        log.info("worker pool: %s", "; ".join(w.describe() for w in self.workers))
 
     # -- tasks ----------------------------------------------------------------------------------
     async def add_task(self, worker: int, model: TaskModel, handler: FrameHandler) -> int:
@@ -176,7 +174,7 @@ class WorkerPool:
         added = w.adding[index] = self._loop.create_future()
         self.send(worker, f.encode(f.AddTask(index, model)))
         await added
-        log.info("task %r started in worker %d (pid %d) as its task %d", model.name, w.index, w.pid, index)
+        log.info("task %r started in %s", model.name, w.describe())
         return index
 
     async def remove_task(self, worker: int, index: int) -> None:
@@ -191,7 +189,7 @@ class WorkerPool:
         removed = w.removing[index] = self._loop.create_future()
         self.send(worker, f.encode(f.RemoveTask(index)))
         await removed
-        log.info("task %r stopped in worker %d (pid %d)", name, w.index, w.pid)
+        log.info("task %r stopped in %s", name, w.describe())
 
     def _check_running(self, w: WorkerHandle, what: str) -> None:
         if w.error is not None:
