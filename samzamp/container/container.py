@@ -442,12 +442,8 @@ class SamzaContainer:
         batch = st.worker_batch_size
         for name in sorted(model):
             ti = WorkerTaskProxy(
-                TaskModel(
-                    name,
-                    tuple(sorted(model[name])),
-                    self._changelog_partitions[name],
-                    self._markers.get(name, {}),
-                ),
+                name,
+                model[name],
                 issubclass(task_class, WindowableTask),
                 pool,
                 placement[name],
@@ -466,7 +462,11 @@ class SamzaContainer:
         for system, clients in self._kafka.items():  # the embedded broker's address, when it is one
             config[f"systems.{system}.bootstrap.servers"] = clients.bootstrap
         await pool.start(config)
-        await asyncio.gather(*(t.start() for t in self.remote_tasks))  # each worker's in parallel
+        models = [
+            TaskModel(t.name, tuple(sorted(t.ssps)), self._changelog_partitions[t.name], self._markers.get(t.name, {}))
+            for t in self.remote_tasks
+        ]
+        await asyncio.gather(*(t.start(m) for t, m in zip(self.remote_tasks, models, strict=True)))  # in parallel
         pool.time_calls(st.task.callback_timeout_ms, "task.callback.timeout.ms")
 
     def _register_lag_gauges(self, consumers: SystemConsumers) -> None:

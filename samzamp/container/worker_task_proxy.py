@@ -47,12 +47,13 @@ __all__ = ["WorkerTaskProxy"]
 
 
 class WorkerTaskProxy(TaskBase):
-    """The loop's side of task ``model`` in worker ``worker`` of ``pool``: ``start`` it before
+    """The loop's side of task ``name`` in worker ``worker`` of ``pool``: ``start`` it before
     dispatching to it, ``stop`` it once its in-flight work is done and finally committed."""
 
     def __init__(
         self,
-        model: TaskModel,
+        name: str,
+        ssps: frozenset[SystemStreamPartition],
         windowable: bool,
         pool: WorkerPool,
         worker: int,
@@ -66,15 +67,14 @@ class WorkerTaskProxy(TaskBase):
         on_dirty: Callable[[Callable[[], None]], None],
     ) -> None:
         # The in-flight bound starts at one batch and then follows the task's time per message.
-        super().__init__(model.name, frozenset(model.ssps), min(in_flight_limit, batch_size), checkpointed, metrics)
-        self.model = model
+        super().__init__(name, ssps, min(in_flight_limit, batch_size), checkpointed, metrics)
         self._windowable = windowable
         self.worker = worker
         self._max_in_flight = in_flight_limit
         self._avg_ns = 0.0  # moving average of process() time per message
         self._pool = pool
         self._index = -1  # the task's index in its worker, once started
-        self._ssp_index = {s: i for i, s in enumerate(model.ssps)}  # the worker names SSPs by this order
+        self._ssp_index: dict[SystemStreamPartition, int] = {}  # as the worker names them: the model's order
         self._batch_size = batch_size
         self._batch: list[tuple[int, RawMessage]] = []
         self._in_flight: deque[tuple[SystemStreamPartition, RawMessage]] = deque()
@@ -87,17 +87,21 @@ class WorkerTaskProxy(TaskBase):
         self._eos_done: Callable[[Any, ReadableCoordinator], None] | None = None
         self._drain_done: Callable[[Any, ReadableCoordinator], None] | None = None
         self._commit_ready: asyncio.Future[f.CommitReady] | None = None
-        metrics.gauge(f"TaskName-{model.name}", "worker", fn=lambda: self.worker)
+        metrics.gauge(f"TaskName-{name}", "worker", fn=lambda: self.worker)
 
     @property
     def windowable(self) -> bool:
         return self._windowable
 
     # -- lifetime in the worker -----------------------------------------------------------------
-    async def start(self) -> None:
-        """Hand the task to its worker and return once its stores are restored and its init ran there;
-        raises what the worker failed with (the task's init, a restore, the worker's death)."""
-        self._index = await self._pool.add_task(self.worker, self.model, self._on_frame)
+    async def start(self, model: TaskModel) -> None:
+        """Hand the task (``model``: this task, with its checkpoint's markers) to its worker and return
+        once its stores are restored and its init ran there; raises what the worker failed with (the
+        task's init, a restore, the worker's death)."""
+        if model.name != self.name or frozenset(model.ssps) != self.ssps:
+            raise ValueError(f"task {self.name!r} cannot be started from the model of task {model.name!r}")
+        self._ssp_index = {s: i for i, s in enumerate(model.ssps)}
+        self._index = await self._pool.add_task(self.worker, model, self._on_frame)
 
     async def stop(self) -> None:
         """Give the task up in its worker: its close() runs there, then its stores close and their

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from samzamp.api.envelope import SystemStreamPartition
-from samzamp.dispatch.process.placement import assign_tasks, place_tasks
+from samzamp.dispatch.process.placement import assign_tasks, place_task, place_tasks
 
 
 def _job(sizes: dict[str, int]) -> dict[str, frozenset[SystemStreamPartition]]:
@@ -31,12 +31,14 @@ def test_the_same_tasks_on_the_same_pool_size_land_in_the_same_place_whatever_th
 
 
 def test_an_arriving_task_goes_to_the_least_loaded_worker() -> None:
+    assert place_task([3, 1, 2]) == 1
     assert place_tasks({"new": 1}, [3, 1, 2]) == {"new": 1}
 
 
 def test_ties_go_to_the_lowest_worker_index() -> None:
+    assert place_task([2, 1, 1]) == 1
+    assert place_task([0, 0]) == 0
     assert place_tasks({"new": 2}, [2, 1, 1]) == {"new": 1}
-    assert place_tasks({"new": 2}, [0, 0]) == {"new": 0}
 
 
 def test_arriving_tasks_are_placed_one_after_another_on_the_loads_they_leave() -> None:
@@ -58,5 +60,7 @@ def test_a_task_that_leaves_and_comes_back_fills_the_gap_it_left() -> None:
 
 
 def test_no_workers_is_an_error_not_a_silent_empty_placement() -> None:
+    with pytest.raises(ValueError, match="no workers"):
+        place_task([])
     with pytest.raises(ValueError, match="no workers"):
         place_tasks({"a": 1}, [])

@@ -39,7 +39,8 @@ class Pool:
 def bound_after_reports(tasks: int, per_message_ns: int) -> int:
     pool = Pool(tasks)
     ti = WorkerTaskProxy(
-        TaskModel("T", (SSP,)),
+        "T",
+        frozenset([SSP]),
         False,
         pool,  # type: ignore[arg-type]
         0,
@@ -51,7 +52,7 @@ def bound_after_reports(tasks: int, per_message_ns: int) -> int:
         on_requests=lambda t, c: None,
         on_dirty=lambda flush: None,
     )
-    asyncio.run(ti.start())
+    asyncio.run(ti.start(TaskModel("T", (SSP,))))
     for i in range(10):
         ti.dispatch(SSP, (i, None, b"x", 0))
     pool.handler(f.Processed(0, 0, 10, 10 * per_message_ns, per_message_ns))

@@ -128,7 +128,8 @@ def _run(make_due: Callable[[RunLoop, WorkerTaskProxy], None]) -> tuple[Stepping
         consumers = SystemConsumers({"mem": consumer}, [SSP], RoundRobinChooser(), metrics, 10_000, 50)
         run_loop = RunLoop([], consumers, checkpoints, settings.task, metrics, loop)  # type: ignore[arg-type]
         ti = WorkerTaskProxy(
-            TaskModel("T", (SSP,)),
+            "T",
+            frozenset([SSP]),
             True,
             worker,  # type: ignore[arg-type]
             0,
@@ -140,7 +141,7 @@ def _run(make_due: Callable[[RunLoop, WorkerTaskProxy], None]) -> tuple[Stepping
             on_requests=run_loop.on_requests,
             on_dirty=run_loop.mark_dirty,
         )
-        await ti.start()
+        await ti.start(TaskModel("T", (SSP,)))
         run_loop.add_task(ti)
         consumers.start(loop, run_loop.wake, run_loop.abort)
         runner = loop.create_task(run_loop.run())

@@ -118,7 +118,8 @@ def _run(
         consumers = SystemConsumers({"mem": consumer}, [SSP], RoundRobinChooser(), metrics, 10_000, 50)
         run_loop = RunLoop([], consumers, checkpoints, settings.task, metrics, loop)  # type: ignore[arg-type]
         ti = WorkerTaskProxy(
-            TaskModel("T", (SSP,)),
+            "T",
+            frozenset([SSP]),
             windowable,
             worker,  # type: ignore[arg-type]
             0,
@@ -130,7 +131,7 @@ def _run(
             on_requests=run_loop.on_requests,
             on_dirty=run_loop.mark_dirty,
         )
-        await ti.start()
+        await ti.start(TaskModel("T", (SSP,)))
         run_loop.add_task(ti)
         consumers.start(loop, run_loop.wake, run_loop.abort)
         runner = loop.create_task(run_loop.run())

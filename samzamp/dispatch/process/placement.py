@@ -11,20 +11,24 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 
-__all__ = ["assign_tasks", "place_tasks"]
+__all__ = ["assign_tasks", "place_task", "place_tasks"]
+
+
+def place_task(loads: Sequence[int]) -> int:
+    """The worker one arriving task goes to, given ``loads`` (per worker, the SSP count of the tasks
+    it holds): the least loaded one, ties to the lowest index."""
+    if not loads:
+        raise ValueError("tasks cannot be placed on a pool of no workers")
+    return min(range(len(loads)), key=lambda w: (loads[w], w))
 
 
 def place_tasks(arriving: Mapping[str, int], loads: Sequence[int]) -> dict[str, int]:
     """Task name -> worker index for the ``arriving`` tasks (name -> SSP count), given ``loads``: the
     SSP count of the tasks each worker holds already, which stay where they are."""
-    if not loads:
-        raise ValueError("tasks cannot be placed on a pool of no workers")
     load = list(loads)
-    workers = range(len(load))
     out: dict[str, int] = {}
     for name in sorted(arriving, key=lambda n: (-arriving[n], n)):
-        i = min(workers, key=lambda w: (load[w], w))
-        out[name] = i
+        i = out[name] = place_task(load)
         load[i] += arriving[name]
     return out
 
