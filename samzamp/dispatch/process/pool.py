@@ -3,10 +3,12 @@
 Each worker gets two rings (loop -> worker, worker -> loop). It starts with no task; the loop hands
 it tasks and takes them back at any time (``add_task``, ``remove_task``: the ``AddTask`` and
 ``RemoveTask`` frames), each under an index never used before in that worker, and decides where a
-task goes with ``placement``. The loop side never blocks: frames to a worker go into its outbox and are pushed without waiting; when a ring is
-full the rest waits for the worker to make room (the ring's space fd on the event loop), and the
-tasks' in-flight limits stop the loop from producing more meanwhile. Frames from a worker are read
-when its ring's data fd becomes readable.
+task goes with ``placement``.
+
+The loop side never blocks: frames to a worker go into its outbox and are pushed without waiting;
+when a ring is full the rest waits for the worker to make room (the ring's space fd on the event
+loop), and the tasks' in-flight limits stop the loop from producing more meanwhile. Frames from a
+worker are read when its ring's data fd becomes readable.
 
 Process boundaries, both ways:
 - a worker that dies (any signal, any exit before ``Stop``) is seen at once through a pidfd on the
