@@ -32,8 +32,8 @@ from samzamp.coordinator.job_model import TaskModel
 from samzamp.coordinator.metadata_store import CoordinatorStreamStore
 from samzamp.coordinator.run_id import RUN_NAMESPACE, RunRecord, RunState, end_run, start_run
 from samzamp.dispatch.adapters import CoroutineAdapter, adapt_task
-from samzamp.dispatch.process.frames import TaskSpec
-from samzamp.dispatch.process.pool import WorkerPool, assign_tasks
+from samzamp.dispatch.process.placement import assign_tasks
+from samzamp.dispatch.process.pool import WorkerPool
 from samzamp.drain.monitor import DrainMonitor
 from samzamp.drain.notification import DRAIN_NAMESPACE, cleanup
 from samzamp.extras import EMBEDDED, require
@@ -461,19 +461,12 @@ class SamzaContainer:
         config = dict(st.config)
         for system, clients in self._kafka.items():  # the embedded broker's address, when it is one
             config[f"systems.{system}.bootstrap.servers"] = clients.bootstrap
-        specs = [
-            (
-                t.worker,
-                TaskSpec(
-                    t.name,
-                    [(s.system, s.stream, s.partition, s.key_bucket) for s in sorted(t.ssps)],
-                    self._changelog_partitions[t.name],
-                    self._markers.get(t.name, {}),
-                ),
-            )
+        await pool.start(config)
+        models = [
+            TaskModel(t.name, tuple(sorted(t.ssps)), self._changelog_partitions[t.name], self._markers.get(t.name, {}))
             for t in self.remote_tasks
         ]
-        await pool.start(config, specs)
+        await asyncio.gather(*(t.start(m) for t, m in zip(self.remote_tasks, models, strict=True)))  # in parallel
         pool.time_calls(st.task.callback_timeout_ms, "task.callback.timeout.ms")
 
     def _register_lag_gauges(self, consumers: SystemConsumers) -> None:

@@ -1,7 +1,9 @@
 """The loop's side of a synchronous task that runs in a worker process (job.container.thread.pool.size >= 2).
 
 What the loop sees is the same as for any task (``RunLoopTask``): dispatch, window, end of stream and
-commit, with ``TaskState`` deciding what may run. Underneath:
+commit, with ``TaskState`` deciding what may run. The task lives in its worker between ``start``
+(``AddTask``: restored and init'ed there) and ``stop`` (``RemoveTask``: closed there, its stores
+closed and unlocked). Underneath:
 
 - dispatched messages are batched per task and sent to the worker as ``Process`` frames at the end of
   each loop slice (or when a batch is full). The worker runs them one at a time, in order, so the task
@@ -34,6 +36,7 @@ from typing import Any
 from samzamp.api.envelope import SystemStreamPartition
 from samzamp.api.errors import SystemFailureError
 from samzamp.container.task_base import TaskBase
+from samzamp.coordinator.job_model import TaskModel
 from samzamp.dispatch.process import frames as f
 from samzamp.dispatch.process.pool import WorkerPool
 from samzamp.metrics.registry import MetricsRegistry
@@ -44,6 +47,9 @@ __all__ = ["WorkerTaskProxy"]
 
 
 class WorkerTaskProxy(TaskBase):
+    """The loop's side of task ``name`` in worker ``worker`` of ``pool``: ``start`` it before
+    dispatching to it, ``stop`` it once its in-flight work is done and finally committed."""
+
     def __init__(
         self,
         name: str,
@@ -66,10 +72,9 @@ class WorkerTaskProxy(TaskBase):
         self.worker = worker
         self._max_in_flight = in_flight_limit
         self._avg_ns = 0.0  # moving average of process() time per message
-        self._share_ns = 0.0  # this task's part of the work queued in its worker (set at the first report)
         self._pool = pool
-        self._index = pool.register(worker, self._on_frame)
-        self._ssp_index = {s: i for i, s in enumerate(sorted(ssps))}
+        self._index = -1  # the task's index in its worker, once started
+        self._ssp_index: dict[SystemStreamPartition, int] = {}  # as the worker names them: the model's order
         self._batch_size = batch_size
         self._batch: list[tuple[int, RawMessage]] = []
         self._in_flight: deque[tuple[SystemStreamPartition, RawMessage]] = deque()
@@ -87,6 +92,26 @@ class WorkerTaskProxy(TaskBase):
     @property
     def windowable(self) -> bool:
         return self._windowable
+
+    # -- lifetime in the worker -----------------------------------------------------------------
+    async def start(self, model: TaskModel) -> None:
+        """Hand the task (``model``: this task, with its checkpoint's markers) to its worker and return
+        once its stores are restored and its init ran there; raises what the worker failed with (the
+        task's init, a restore, the worker's death)."""
+        if model.name != self.name or frozenset(model.ssps) != self.ssps:
+            raise ValueError(f"task {self.name!r} cannot be started from the model of task {model.name!r}")
+        self._ssp_index = {s: i for i, s in enumerate(model.ssps)}
+        self._index = await self._pool.add_task(self.worker, model, self._on_frame)
+
+    async def stop(self) -> None:
+        """Give the task up in its worker: its close() runs there, then its stores close and their
+        locks are released, so that the task can start elsewhere. Nothing of it may be in flight:
+        the loop finished its work and its final commit before."""
+        if self.state.messages_in_flight or self._batch:
+            raise SystemFailureError(
+                f"task {self.name!r}: stopped with {self.state.messages_in_flight} messages in flight in its worker"
+            )
+        await self._pool.remove_task(self.worker, self._index)
 
     def process_run(
         self, ssp: SystemStreamPartition, first: RawMessage, buffer: deque[RawMessage], limit: int, deadline_ns: int
@@ -182,9 +207,9 @@ class WorkerTaskProxy(TaskBase):
         if n:
             per = frame.busy_ns / n
             self._avg_ns = per if not self._avg_ns else 0.8 * self._avg_ns + 0.2 * per
-            if not self._share_ns:  # every task is registered by the time reports come
-                self._share_ns = max(f.TASK_MIN_SHARE_NS, f.IN_FLIGHT_TARGET_NS / self._pool.tasks_on(self.worker))
-            ahead = int(self._share_ns / max(self._avg_ns, 1.0))
+            # The worker's tasks come and go: its queue is shared by those it holds now.
+            share_ns = max(f.TASK_MIN_SHARE_NS, f.IN_FLIGHT_TARGET_NS / self._pool.tasks_on(self.worker))
+            ahead = int(share_ns / max(self._avg_ns, 1.0))
             self.state.max_concurrency = max(2, min(self._max_in_flight, ahead))
         self._on_ready(self)
 

@@ -1,9 +1,10 @@
 """The main of a worker process: run the synchronous tasks pinned to it, fed over a ring by the loop.
 
 Started by ``WorkerPool`` as ``python -m samzamp.worker`` with the two rings' fds
-inherited; reads its ``WorkerSpec`` (JSON) from stdin. It builds its own Kafka producer (no Kafka
-client crosses the exec), imports task.class, inits its tasks, answers ``Ready`` and then serves
-frames until ``Stop``.
+inherited; reads its ``WorkerSpec`` (JSON) from stdin. It builds its own Kafka producers (no Kafka
+client crosses the exec), imports task.class, answers ``Ready`` and then serves frames until
+``Stop``: tasks come and go as ``AddTask`` and ``RemoveTask`` frames, each built, restored and
+init'ed, or closed with its stores, when its frame comes.
 
 One thread runs everything, so each task's process, window and commit steps never overlap, and a
 task's messages are processed one at a time in the order the loop sent them.
@@ -31,12 +32,10 @@ from typing import TYPE_CHECKING, NoReturn
 
 import msgspec
 
-from samzamp.api.envelope import SystemStreamPartition
-from samzamp.api.errors import SystemFailureError
+from samzamp.api.errors import SystemFailureError, TaskError, WorkerError
 from samzamp.config import Config, validate
 from samzamp.config.stream_serdes import StreamSerdes
 from samzamp.config.validate import load_task_class
-from samzamp.coordinator.job_model import TaskModel
 from samzamp.dispatch.process import frames as f
 from samzamp.dispatch.process.calls import CallSlot
 from samzamp.gc_freeze import freeze_start_up
@@ -48,6 +47,7 @@ from samzamp.task.coordinator import ReadableCoordinator
 from samzamp.task.runtime import RUN_CHECK, RUN_REQUESTED, TaskRuntime, build_task_runtime
 
 if TYPE_CHECKING:
+    from samzamp.systems.kafka import KafkaClientSettings
     from samzamp.systems.kafka.changelog import ChangelogProducer
 
 __all__ = ["main"]
@@ -81,8 +81,9 @@ class WorkerTask:
 
 
 class Worker:
-    """A worker process's host: builds a task runtime per task it is given, then serves the loop's
-    frames by calling those runtimes and answering; it decides nothing about running a task."""
+    """A worker process's host: builds a task runtime per task it is given (``AddTask``), serves the
+    loop's frames by calling those runtimes and answering, and closes a task it gives up
+    (``RemoveTask``); it decides nothing about running a task."""
 
     def __init__(self, spec: f.WorkerSpec) -> None:
         self.spec = spec
@@ -104,7 +105,10 @@ class Worker:
         self.metrics = MetricsRegistry()
         self.producers: dict[str, SystemProducer] = {}
         self.changelogs: dict[str, ChangelogProducer] = {}
-        self.tasks: list[WorkerTask] = []
+        self.kafka: dict[str, KafkaClientSettings] = {}  # by system: how stores read their changelogs
+        self.task_class: type | None = None
+        self.tasks: dict[int, WorkerTask] = {}  # by the index the loop gave each task
+        self.last_index = -1  # the highest index taken on so far: indexes are never reused
         self.inbox: deque[f.FromLoop] = deque()  # frames from the loop, read and not yet handled
         self.out: list[bytes] = []  # encoded frames to send, in order
         # Completions not yet in ``out``, per task: (epoch, count, total_ns, max_ns). One Processed
@@ -124,27 +128,61 @@ class Worker:
         from samzamp.systems.kafka.changelog import changelog_producers
 
         st = self.settings
-        kafka: dict[str, KafkaClientSettings] = {}
         for name, s in st.systems.items():
             if s.factory != "kafka":
                 msg = f"system {name!r} is in-memory; worker processes can only reach Kafka systems"
                 raise SystemFailureError(msg)
             # The container resolved bootstrap.servers (maybe to its embedded broker) for the workers.
-            kafka[name] = KafkaClientSettings.of(st.name, st.id, s, str(s.bootstrap_servers), f"worker-{self.index}")
-            self.producers[name] = KafkaSystemProducer(kafka[name])
-        task_class = load_task_class(st.task.task_class)
-        self.changelogs = changelog_producers(st, kafka)
-        for ts in self.spec.tasks:
-            model = TaskModel(
-                ts.name, tuple(SystemStreamPartition(*s) for s in ts.ssps), ts.changelog_partition, ts.markers
+            self.kafka[name] = KafkaClientSettings.of(
+                st.name, st.id, s, str(s.bootstrap_servers), f"worker-{self.index}"
             )
-            rt = build_task_runtime(st.task, model, task_class, self.producers, self.serdes, self.metrics)
+            self.producers[name] = KafkaSystemProducer(self.kafka[name])
+        self.task_class = load_task_class(st.task.task_class)
+        self.changelogs = changelog_producers(st, self.kafka)
+
+    def _add_task(self, frame: f.AddTask) -> None:
+        """Take task ``frame.model`` on: build its runtime, restore its stores, init it; answer
+        ``TaskAdded``. A failure is the answer (``Failed``; the container fails)."""
+        t, model = frame.task, frame.model
+        if t <= self.last_index:
+            self._protocol_error(
+                t, f"AddTask for task index {t}, not above {self.last_index} (indexes are never reused)"
+            )
+        self.last_index = t
+        st = self.settings
+        assert self.task_class is not None
+        try:
+            rt = build_task_runtime(st.task, model, self.task_class, self.producers, self.serdes, self.metrics)
             if self.calls is not None:
-                rt.call_slot = (self.calls, len(self.tasks))
+                rt.call_slot = (self.calls, t)
             if st.stores:
-                rt.open_stores(TaskStorage(ts.name, st, ts.changelog_partition, kafka, self.changelogs))
+                rt.open_stores(TaskStorage(model.name, st, model.changelog_partition, self.kafka, self.changelogs))
             rt.init(st.config)
-            self.tasks.append(WorkerTask(rt))
+        except Exception as e:
+            self.fail(t, e)  # the pool names the task and this worker
+        self.tasks[t] = WorkerTask(rt)
+        self._reply(f.TaskAdded(t))
+
+    def _remove_task(self, t: int) -> None:
+        """Give task ``t`` up: close it, then its stores (which releases their directory locks: the
+        task may be taken on by another process next); answer ``TaskRemoved``."""
+        rt = self._task(t).runtime
+        del self.tasks[t]
+        try:
+            rt.close()
+        except Exception as e:
+            self.fail(t, TaskError(f"task {rt.name!r} could not be closed: {type(e).__name__}: {e}"))
+        self._reply(f.TaskRemoved(t))
+
+    def _task(self, t: int) -> WorkerTask:
+        wt = self.tasks.get(t)
+        if wt is None:
+            self._protocol_error(t, f"a frame for task index {t}, which it does not run (removed, or never added)")
+        return wt
+
+    def _protocol_error(self, t: int, what: str) -> NoReturn:
+        """The loop and this worker disagree on which tasks it runs: a bug, so stop loudly."""
+        self.fail(t, WorkerError(f"worker {self.index} got {what}; this is a bug in samzamp, please report it"))
 
     # -- serving ------------------------------------------------------------------------------
     def serve(self) -> None:
@@ -183,6 +221,10 @@ class Worker:
                 ):
                     continue
                 self._take_in(rx.receive_many_nowait())  # a report is due: so is a look for a Yield
+            elif isinstance(frame, f.AddTask):
+                self._add_task(frame)
+            elif isinstance(frame, f.RemoveTask):
+                self._remove_task(frame.task)
             elif isinstance(frame, f.Window):
                 self._window(frame.task)
             elif isinstance(frame, f.Commit):
@@ -210,7 +252,7 @@ class Worker:
                 self.inbox.append(frame)
 
     def _yield(self, frame: f.Yield) -> None:
-        wt = self.tasks[frame.task]
+        wt = self._task(frame.task)
         if frame.epoch > wt.skip_epoch:  # else a request already ended that epoch: nothing to answer
             wt.skip_epoch = frame.epoch
             self._reply(f.Yielded(frame.task, frame.epoch))
@@ -245,7 +287,7 @@ class Worker:
 
     def _process(self, frame: f.Process) -> None:
         t = frame.task
-        wt = self.tasks[t]
+        wt = self._task(t)
         if frame.epoch <= wt.skip_epoch:
             return
         rt = wt.runtime
@@ -303,21 +345,21 @@ class Worker:
 
     def _window(self, t: int) -> None:
         started = time.perf_counter_ns()
-        coordinator = self._hook(t, self.tasks[t].runtime.window)
+        coordinator = self._hook(t, self._task(t).runtime.window)
         self._reply(f.WindowDone(t, time.perf_counter_ns() - started, *coordinator.flags()))
 
     def _end_of_stream(self, t: int) -> None:
-        coordinator = self._hook(t, self.tasks[t].runtime.end_of_stream)
+        coordinator = self._hook(t, self._task(t).runtime.end_of_stream)
         self._reply(f.EndOfStreamDone(t, *coordinator.flags()))
 
     def _drain(self, t: int) -> None:
-        coordinator = self._hook(t, self.tasks[t].runtime.on_drain)
+        coordinator = self._hook(t, self._task(t).runtime.on_drain)
         self._reply(f.DrainDone(t, *coordinator.flags()))
 
     def _commit(self, t: int) -> None:
         """Commit steps 1, 3, 4 for task ``t`` (see samzamp.commit.pipeline): the loop took step 2.
         A flush that stops the commit is the answer (the loop fails the container, no checkpoint)."""
-        rt = self.tasks[t].runtime
+        rt = self._task(t).runtime
         try:
             markers = rt.commit_steps()
         except SystemFailureError as e:
@@ -328,14 +370,14 @@ class Worker:
         self._reply(f.CommitReady(t, [], markers))
 
     def _checkpointed(self, frame: f.Checkpointed) -> None:
-        rt = self.tasks[frame.task].runtime
+        rt = self._task(frame.task).runtime
         try:
             rt.on_checkpoint({rt.ssps[i]: o for i, o in frame.offsets})
         except Exception as e:
             self.fail(frame.task, e)
 
     def _stop(self) -> None:
-        for wt in self.tasks:
+        for wt in self.tasks.values():  # the tasks still here: close each, then its stores
             wt.runtime.close()
         for p in self.producers.values():
             p.stop()

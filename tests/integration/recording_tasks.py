@@ -313,3 +313,20 @@ class SlowAtTask(StreamTask, InitableTask, _Recorder):
             self.record(f"S {self.slow[0]} {self.slow[1]}")
             time.sleep(self.seconds)
         self.record(f"P {envelope.system_stream_partition.partition} {envelope.offset}")
+
+
+class InitByNameTask(StreamTask, InitableTask, _Recorder):
+    """Records ``I <pid> 0`` when its init starts; then the init of the task named by test.init.fail
+    raises, and that of the task named by test.init.hang never returns."""
+
+    def init(self, context) -> None:
+        self._open(context)
+        self.record(f"I {os.getpid()} 0")
+        if context.task_name == context.config.get("test.init.fail"):
+            raise RuntimeError("init failed on purpose")
+        if context.task_name == context.config.get("test.init.hang"):
+            while True:
+                time.sleep(1)
+
+    def process(self, envelope, collector, coordinator) -> None:
+        pass

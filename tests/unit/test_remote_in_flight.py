@@ -4,12 +4,14 @@ worker holds many idle tasks still has work queued when the worker's next report
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
 
 from samzamp.api.envelope import SystemStreamPartition
 from samzamp.container.worker_task_proxy import WorkerTaskProxy
+from samzamp.coordinator.job_model import TaskModel
 from samzamp.dispatch.process import frames as f
 from samzamp.metrics.registry import MetricsRegistry
 
@@ -24,7 +26,7 @@ class Pool:
         self.tasks = tasks
         self.handler: Any = None
 
-    def register(self, worker: int, handler: Any) -> int:
+    async def add_task(self, worker: int, model: Any, handler: Any) -> int:
         self.handler = handler
         return 0
 
@@ -50,6 +52,7 @@ def bound_after_reports(tasks: int, per_message_ns: int) -> int:
         on_requests=lambda t, c: None,
         on_dirty=lambda flush: None,
     )
+    asyncio.run(ti.start(TaskModel("T", (SSP,))))
     for i in range(10):
         ti.dispatch(SSP, (i, None, b"x", 0))
     pool.handler(f.Processed(0, 0, 10, 10 * per_message_ns, per_message_ns))

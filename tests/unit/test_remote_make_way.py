@@ -21,6 +21,7 @@ from samzamp.config import load_config, validate
 from samzamp.consume.system_consumers import SystemConsumers
 from samzamp.container.run_loop import RunLoop
 from samzamp.container.worker_task_proxy import WorkerTaskProxy
+from samzamp.coordinator.job_model import TaskModel
 from samzamp.dispatch.process import frames as f
 from samzamp.metrics.registry import MetricsRegistry
 from samzamp.systems.inmemory.system import InMemoryStreams, InMemorySystemConsumer
@@ -43,7 +44,7 @@ class SteppingWorker:
         self.skip_epoch = -1
         self.ran: list[Any] = []  # offsets processed, "W" (window), "K" (commit), in order
 
-    def register(self, worker: int, handler: Any) -> int:
+    async def add_task(self, worker: int, model: Any, handler: Any) -> int:
         self.handler = handler
         return 0
 
@@ -140,6 +141,7 @@ def _run(make_due: Callable[[RunLoop, WorkerTaskProxy], None]) -> tuple[Stepping
             on_requests=run_loop.on_requests,
             on_dirty=run_loop.mark_dirty,
         )
+        await ti.start(TaskModel("T", (SSP,)))
         run_loop.add_task(ti)
         consumers.start(loop, run_loop.wake, run_loop.abort)
         runner = loop.create_task(run_loop.run())

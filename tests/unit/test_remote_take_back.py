@@ -16,6 +16,7 @@ from samzamp.config import load_config, validate
 from samzamp.consume.system_consumers import SystemConsumers
 from samzamp.container.run_loop import RunLoop
 from samzamp.container.worker_task_proxy import WorkerTaskProxy
+from samzamp.coordinator.job_model import TaskModel
 from samzamp.dispatch.process import frames as f
 from samzamp.metrics.registry import MetricsRegistry
 from samzamp.systems.inmemory.system import InMemoryStreams, InMemorySystemConsumer
@@ -37,7 +38,7 @@ class ScriptedWorker:
         self.held: list[Any] = []
 
     # the WorkerPool surface WorkerTaskProxy uses
-    def register(self, worker: int, handler: Any) -> int:
+    async def add_task(self, worker: int, model: Any, handler: Any) -> int:
         self.handler = handler
         return 0
 
@@ -130,6 +131,7 @@ def _run(
             on_requests=run_loop.on_requests,
             on_dirty=run_loop.mark_dirty,
         )
+        await ti.start(TaskModel("T", (SSP,)))
         run_loop.add_task(ti)
         consumers.start(loop, run_loop.wake, run_loop.abort)
         runner = loop.create_task(run_loop.run())

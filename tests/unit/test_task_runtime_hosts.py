@@ -267,7 +267,7 @@ class WorkerHost:
         w._report_after = 256
         w.calls = None
         w.producers, w.changelogs = {}, {}
-        w.tasks = [WorkerTask(job.runtime)]
+        w.tasks = {0: WorkerTask(job.runtime)}
         self.w = w
         self.epoch = 0
         self.taken = -1

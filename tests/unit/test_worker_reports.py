@@ -45,7 +45,7 @@ def _worker(batch_size: int = 256) -> tuple[Worker, CapturingSend]:
     w._unreported_ns = w._unreported = 0
     w._urgent = False
     w._report_after = batch_size
-    w.tasks, w.producers, w.changelogs = [], {}, {}
+    w.tasks, w.producers, w.changelogs = {}, {}, {}
     return w, tx
 
 

@@ -74,7 +74,7 @@ def _serve(task: SleepingTask, waits: list[list[Any]], arrivals: dict[int, list[
         drop_producer_errors=False,
         ignored_exceptions=(),
     )
-    w.tasks = [WorkerTask(runtime)]
+    w.tasks = {0: WorkerTask(runtime)}
     w.serve()
     return [(type(fr).__name__, getattr(fr, "epoch", None), getattr(fr, "count", None)) for fr in ring.sent]
 

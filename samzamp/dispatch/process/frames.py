@@ -3,15 +3,24 @@
 Every frame is a msgspec Struct encoded as MessagePack (array-like, tagged by its class), one frame per
 ring record. Nothing is pickled: frames carry only ints, strings, bytes and lists of them.
 
-Loop -> worker: ``Process`` (a batch of one task's messages), ``Yield``, ``Window``, ``EndOfStream``,
-``Drain``, ``Commit``, ``Checkpointed``, ``Stop``. Worker -> loop: ``Ready``, ``Processed``,
-``Requested``, ``Yielded``, ``WindowDone``, ``EndOfStreamDone``, ``DrainDone``, ``CommitReady``,
-``Failed``, ``Stopped``.
+Loop -> worker: ``AddTask``, ``RemoveTask``, ``Process`` (a batch of one task's messages), ``Yield``,
+``Window``, ``EndOfStream``, ``Drain``, ``Commit``, ``Checkpointed``, ``Stop``. Worker -> loop:
+``Ready``, ``TaskAdded``, ``TaskRemoved``, ``Processed``, ``Requested``, ``Yielded``, ``WindowDone``,
+``EndOfStreamDone``, ``DrainDone``, ``CommitReady``, ``Failed``, ``Stopped``.
+
+A worker starts with no task (its ``WorkerSpec`` says how to run tasks, not which) and answers
+``Ready``. From then on the loop hands it tasks and takes them back at any time: ``AddTask`` (the
+worker builds the task, restores its stores, calls init; answers ``TaskAdded``) and ``RemoveTask``
+(the task is closed, then its stores, which releases their directory locks; answers
+``TaskRemoved``). A task is named by the index its ``AddTask`` gave it, and the loop never gives
+an index twice in one worker's life, so a frame that arrives late can never reach another task: a
+frame for an index the worker does not have is a bug, and the worker fails on it. SSPs are named by
+their index in that task's ``TaskModel.ssps``.
 
 The worker answers each loop frame of one task in the order it got them, so the loop can match answers
-to requests by task alone. ``Yield`` is the exception: it takes effect as soon as the worker reads
-it, ahead of the frames before it (it is about them). Tasks are named by their index in ``WorkerSpec.tasks``; SSPs by their index
-in that task's ``ssps``.
+to requests by task alone (``TaskRemoved`` is the last frame of its task). ``Yield`` is the
+exception: it takes effect as soon as the worker reads it, ahead of the frames before it (it is about
+them).
 
 ``VERSION`` is checked at start-up: a worker of another samzamp version refuses to run.
 """
@@ -22,11 +31,14 @@ from typing import Any
 
 import msgspec
 
+from samzamp.coordinator.job_model import TaskModel
+
 __all__ = [
     "IN_FLIGHT_TARGET_NS",
     "REPORT_EVERY_NS",
     "TASK_MIN_SHARE_NS",
     "VERSION",
+    "AddTask",
     "Checkpointed",
     "Commit",
     "CommitReady",
@@ -38,10 +50,12 @@ __all__ = [
     "Process",
     "Processed",
     "Ready",
+    "RemoveTask",
     "Requested",
     "Stop",
     "Stopped",
-    "TaskSpec",
+    "TaskAdded",
+    "TaskRemoved",
     "Window",
     "WindowDone",
     "WorkerSpec",
@@ -52,7 +66,7 @@ __all__ = [
     "encode",
 ]
 
-VERSION = 3
+VERSION = 4
 
 # A raw message as the loop buffers it: (offset, key bytes, value bytes, timestamp ms).
 RawTuple = tuple[int, "bytes | None", "bytes | None", int]
@@ -82,26 +96,36 @@ class _Frame(msgspec.Struct, array_like=True, tag=True):
 
 
 # -- start-up (over the worker's stdin, JSON) ----------------------------------------------------
-class TaskSpec(msgspec.Struct, frozen=True):
-    name: str
-    ssps: list[tuple[str, str, int, int]]  # (system, stream, partition, key_bucket)
-    changelog_partition: int = 0
-    markers: dict[str, str] = {}  # the last checkpoint's state markers (store -> changelog offset)
-
-
 class WorkerSpec(msgspec.Struct, frozen=True):
+    """How a worker runs tasks; which tasks it runs come later, as ``AddTask`` frames."""
+
     version: int
     index: int
     parent_pid: int
     config: dict[str, Any]  # the job's flattened config, with each Kafka system's resolved brokers
     sys_path: list[str]  # the container's import path, so task.class imports the same way
-    tasks: list[TaskSpec]
     to_worker: str  # RingSpec of the loop -> worker ring, encoded
     from_worker: str
     calls_fd: int = -1  # the worker's CallSlot (see calls.py), inherited
 
 
 # -- loop -> worker ------------------------------------------------------------------------------
+class AddTask(_Frame):
+    """Take task ``model`` on as index ``task`` (never an index this worker had before): build it,
+    restore its stores from the model's markers, init it; answer ``TaskAdded``, or ``Failed``."""
+
+    task: int
+    model: TaskModel
+
+
+class RemoveTask(_Frame):
+    """Give task ``task`` up: close it, then its stores (their locks are released, so the task can
+    be taken on by another process); answer ``TaskRemoved``. The loop finished its in-flight work
+    and its final commit before."""
+
+    task: int
+
+
 class Process(_Frame):
     """Messages of one task, in order. ``epoch`` changes each time the loop takes back messages the
     worker was told to skip (after a commit or shutdown request)."""
@@ -154,6 +178,18 @@ class Stop(_Frame):
 # -- worker -> loop ------------------------------------------------------------------------------
 class Ready(_Frame):
     pid: int
+
+
+class TaskAdded(_Frame):
+    """Answer to ``AddTask``: the task's stores are restored and its init ran."""
+
+    task: int
+
+
+class TaskRemoved(_Frame):
+    """Answer to ``RemoveTask``: the task and its stores are closed; no frame of it follows."""
+
+    task: int
 
 
 class Processed(_Frame):
@@ -232,9 +268,20 @@ class Stopped(_Frame):
     pass
 
 
-FromLoop = Process | Yield | Window | EndOfStream | Drain | Commit | Checkpointed | Stop
+FromLoop = AddTask | RemoveTask | Process | Yield | Window | EndOfStream | Drain | Commit | Checkpointed | Stop
 FromWorker = (
-    Ready | Processed | Requested | Yielded | WindowDone | EndOfStreamDone | DrainDone | CommitReady | Failed | Stopped
+    Ready
+    | TaskAdded
+    | TaskRemoved
+    | Processed
+    | Requested
+    | Yielded
+    | WindowDone
+    | EndOfStreamDone
+    | DrainDone
+    | CommitReady
+    | Failed
+    | Stopped
 )
 
 _encoder = msgspec.msgpack.Encoder()

@@ -1,15 +1,20 @@
 """The worker pool: N worker processes for the container's synchronous tasks (job.container.thread.pool.size).
 
-Each worker gets two rings (loop -> worker, worker -> loop) and a fixed set of tasks. The loop side
-never blocks: frames to a worker go into its outbox and are pushed without waiting; when a ring is
-full the rest waits for the worker to make room (the ring's space fd on the event loop), and the
-tasks' in-flight limits stop the loop from producing more meanwhile. Frames from a worker are read
-when its ring's data fd becomes readable.
+Each worker gets two rings (loop -> worker, worker -> loop). It starts with no task; the loop hands
+it tasks and takes them back at any time (``add_task``, ``remove_task``: the ``AddTask`` and
+``RemoveTask`` frames), each under an index never used before in that worker, and decides where a
+task goes with ``placement``.
+
+The loop side never blocks: frames to a worker go into its outbox and are pushed without waiting;
+when a ring is full the rest waits for the worker to make room (the ring's space fd on the event
+loop), and the tasks' in-flight limits stop the loop from producing more meanwhile. Frames from a
+worker are read when its ring's data fd becomes readable.
 
 Process boundaries, both ways:
 - a worker that dies (any signal, any exit before ``Stop``) is seen at once through a pidfd on the
   event loop; the pool reads what the worker sent before dying, then fails the container with a
-  ``WorkerError`` naming the worker, its pid, how it ended and its tasks;
+  ``WorkerError`` naming the worker, its pid, how it ended and its tasks. A start, ``add_task`` or
+  ``remove_task`` awaited on that worker fails with the same error rather than waiting forever;
 - the container dying kills its workers: each sets PR_SET_PDEATHSIG(SIGKILL), and a worker blocked on
   a ring notices the container is gone within ~100 ms anyway.
 
@@ -27,7 +32,7 @@ import subprocess
 import sys
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -35,12 +40,15 @@ import psutil
 
 from samzamp.api.envelope import SystemStreamPartition
 from samzamp.api.errors import CallbackTimeoutError, SerdeError, TaskError, WorkerError
+from samzamp.coordinator.job_model import TaskModel
 from samzamp.dispatch.process import frames as f
 from samzamp.dispatch.process.calls import CallSlot
+from samzamp.dispatch.process.placement import assign_tasks, place_task
 from samzamp.ipc import EndOfQueue, Ring, create_ring
 from samzamp.metrics.registry import MetricsRegistry
 
-__all__ = ["WorkerHandle", "WorkerPool", "assign_tasks", "failure_of"]
+# Where tasks go is placement's; the pool's users find it here too.
+__all__ = ["WorkerHandle", "WorkerPool", "assign_tasks", "failure_of", "place_task"]
 
 log = logging.getLogger(__name__)
 
@@ -53,20 +61,8 @@ def failure_of(frame: f.Failed) -> BaseException:
     return SerdeError(frame.message) if frame.kind == "SerdeError" else TaskError(frame.message)
 
 
-def assign_tasks(tasks: dict[str, frozenset[SystemStreamPartition]], workers: int) -> dict[str, int]:
-    """Task name -> worker index: balanced by input partitions, and the same for the same tasks and
-    pool size on every start (so a worker's local state, once there is some, stays where it was)."""
-    load = [0] * workers
-    out: dict[str, int] = {}
-    for name in sorted(tasks, key=lambda n: (-len(tasks[n]), n)):
-        i = min(range(workers), key=lambda w: (load[w], w))
-        out[name] = i
-        load[i] += len(tasks[name])
-    return out
-
-
 class WorkerHandle:
-    """The loop's side of one worker: its process, rings, outbox and the tasks pinned to it."""
+    """The loop's side of one worker: its process, rings, outbox and the tasks it holds, by index."""
 
     def __init__(self, index: int, ring_bytes: int) -> None:
         self.index = index
@@ -76,9 +72,14 @@ class WorkerHandle:
         self.rx = self.from_worker.receiver()
         self.calls = CallSlot.create()  # the process() call it is in (task.callback.timeout.ms)
         self.outbox: deque[bytes] = deque()
-        self.task_names: list[str] = []
-        self.task_ssps: list[list[SystemStreamPartition]] = []  # per task index, in the worker's SSP order
-        self.handlers: list[FrameHandler] = []  # per task index in this worker
+        # Per task index, while the worker holds the task (from add_task until TaskRemoved).
+        self.task_names: dict[int, str] = {}
+        self.task_ssps: dict[int, tuple[SystemStreamPartition, ...]] = {}  # in the worker's SSP order
+        self.handlers: dict[int, FrameHandler] = {}
+        self.next_task = 0  # the next task's index: never one used before in this worker's life
+        self.adding: dict[int, asyncio.Future[None]] = {}  # AddTask sent, TaskAdded not yet come
+        self.removing: dict[int, asyncio.Future[None]] = {}  # RemoveTask sent, TaskRemoved not yet come
+        self.error: BaseException | None = None  # why it ended, when it did not end by Stop
         self.process: subprocess.Popen[bytes] | None = None
         self.pid = 0
         self.pidfd = -1
@@ -92,8 +93,8 @@ class WorkerHandle:
         self.busy_ns = 0
 
     def describe(self) -> str:
-        tasks = ", ".join(repr(n) for n in self.task_names) or "no tasks"
-        return f"worker {self.index} (pid {self.pid}; tasks {tasks})"
+        tasks = f"tasks {', '.join(repr(n) for n in self.task_names.values())}" if self.task_names else "no tasks"
+        return f"worker {self.index} (pid {self.pid}; {tasks})"
 
 
 class WorkerPool:
@@ -137,23 +138,16 @@ class WorkerPool:
             w.stopped = self._loop.create_future()
             self._register_metrics(w)
 
-    async def start(self, config: dict[str, Any], tasks: Sequence[tuple[int, f.TaskSpec]]) -> None:
-        """Hand each worker its spec (config, tasks) and wait until every one has restored its stores
-        and init'ed its tasks. ``tasks``: (worker index, spec), in the order their handlers were registered.
-        """
-        specs: list[list[f.TaskSpec]] = [[] for _ in self.workers]
-        for i, task_spec in tasks:
-            specs[i].append(task_spec)
-            self.workers[i].task_names.append(task_spec.name)
-            self.workers[i].task_ssps.append([SystemStreamPartition(*s) for s in task_spec.ssps])
-        for w, task_specs in zip(self.workers, specs, strict=True):
+    async def start(self, config: dict[str, Any]) -> None:
+        """Hand each worker its spec (the job's config) and wait until every one is ready to take
+        tasks on (``add_task``)."""
+        for w in self.workers:
             spec = f.WorkerSpec(
                 f.VERSION,
                 w.index,
                 os.getpid(),
                 config,
                 list(sys.path),
-                task_specs,
                 w.to_worker.spec().encode(),
                 w.from_worker.spec().encode(),
                 w.calls.fd,
@@ -168,15 +162,52 @@ class WorkerPool:
         await asyncio.gather(*(w.ready for w in self.workers if w.ready is not None))
         log.info("worker pool: %s", "; ".join(w.describe() for w in self.workers))
 
-    def register(self, worker: int, handler: FrameHandler) -> int:
-        """Route the frames of the worker's next task to ``handler``; returns the task's index there."""
+    # -- tasks ----------------------------------------------------------------------------------
+    async def add_task(self, worker: int, model: TaskModel, handler: FrameHandler) -> int:
+        """Hand task ``model`` to ``worker`` and return its index there once the worker has restored
+        its stores and init'ed it. Its frames go to ``handler`` from now on. Adds to several
+        workers may be awaited at once (they run in parallel); a failure of the worker meanwhile
+        (the task's init, its restore, the worker's death) raises that error here."""
         w = self.workers[worker]
-        w.handlers.append(handler)
-        return len(w.handlers) - 1
+        self._check_running(w, f"take on task {model.name!r}")
+        index = w.next_task
+        w.next_task += 1
+        w.handlers[index] = handler
+        w.task_names[index] = model.name
+        w.task_ssps[index] = model.ssps
+        added = w.adding[index] = self._loop.create_future()
+        self.send(worker, f.encode(f.AddTask(index, model)))
+        await added
+        log.info("task %r started in %s", model.name, w.describe())
+        return index
+
+    async def remove_task(self, worker: int, index: int) -> None:
+        """Have ``worker`` close task ``index`` and its stores (releasing their locks); returns once it
+        has, after the task's last frame reached its handler, which is then forgotten. The caller
+        has finished the task's in-flight work and its final commit before."""
+        w = self.workers[worker]
+        if index not in w.handlers or index in w.adding or index in w.removing:
+            raise WorkerError(f"{w.describe()}: task index {index} is not a task it runs; it cannot be removed")
+        name = w.task_names[index]
+        self._check_running(w, f"give up task {name!r}")
+        removed = w.removing[index] = self._loop.create_future()
+        self.send(worker, f.encode(f.RemoveTask(index)))
+        await removed
+        log.info("task %r stopped in %s", name, w.describe())
+
+    def _check_running(self, w: WorkerHandle, what: str) -> None:
+        if w.error is not None:
+            raise w.error
+        if w.stopping or w.exited:
+            raise WorkerError(f"{w.describe()} is stopping: it cannot {what}")
 
     def tasks_on(self, worker: int) -> int:
-        """How many tasks are pinned to ``worker`` (registered so far)."""
+        """How many tasks ``worker`` holds now (being added or removed included)."""
         return len(self.workers[worker].handlers)
+
+    def loads(self) -> list[int]:
+        """Per worker, the SSP count of the tasks it holds now: what ``placement.place_tasks`` balances."""
+        return [sum(len(ssps) for ssps in w.task_ssps.values()) for w in self.workers]
 
     # -- sending --------------------------------------------------------------------------------
     def send(self, worker: int, frame: bytes) -> None:
@@ -230,17 +261,44 @@ class WorkerPool:
         if isinstance(frame, f.Processed):
             w.messages += frame.count
             w.busy_ns += frame.busy_ns
-            w.handlers[frame.task](frame)
+            handler = w.handlers.get(frame.task)
+            if handler is None:
+                self._unknown_task(w, frame)
+                return
+            handler(frame)
         elif isinstance(frame, f.Failed):
-            if frame.task < 0:
+            t = frame.task
+            if t < 0:
                 err: BaseException = WorkerError(f"{w.describe()} could not start: {frame.kind}: {frame.message}")
+            elif t in w.adding:
+                err = WorkerError(
+                    f"{w.describe()} could not start task {w.task_names[t]!r}: {frame.kind}: {frame.message}"
+                )
+            elif frame.kind == "WorkerError":  # the worker caught the loop's bug: it is no task's failure
+                err = WorkerError(f"{w.describe()}: {frame.message}")
             else:
                 err = failure_of(frame)
+            # Whoever awaits the worker's start, this task's add or its removal gets the error as
+            # the answer; anything else the worker fails is the container's failure.
+            answered = (t < 0 and w.ready is not None and not w.ready.done()) or t in w.adding or t in w.removing
             w.stopping = True  # it exits now; the failure is the news, not the exit
-            if w.ready is not None and not w.ready.done():
-                w.ready.set_exception(err)
-            else:
+            self._failed(w, err)
+            if not answered:
                 self._on_failure(err)
+        elif isinstance(frame, f.TaskAdded):
+            added = w.adding.pop(frame.task, None)
+            if added is None:
+                self._unknown_task(w, frame)
+            elif not added.done():
+                added.set_result(None)
+        elif isinstance(frame, f.TaskRemoved):
+            removed = w.removing.pop(frame.task, None)
+            if removed is None:
+                self._unknown_task(w, frame)
+                return
+            del w.handlers[frame.task], w.task_names[frame.task], w.task_ssps[frame.task]
+            if not removed.done():
+                removed.set_result(None)
         elif isinstance(frame, f.Ready):
             if w.ready is not None and not w.ready.done():
                 w.ready.set_result(None)
@@ -248,7 +306,40 @@ class WorkerPool:
             if w.stopped is not None and not w.stopped.done():
                 w.stopped.set_result(None)
         else:
-            w.handlers[frame.task](frame)
+            handler = w.handlers.get(frame.task)
+            if handler is None:
+                self._unknown_task(w, frame)
+                return
+            handler(frame)
+
+    def _unknown_task(self, w: WorkerHandle, frame: Any) -> None:
+        """A frame for a task index the loop did not give or has taken back: the two sides disagree on
+        which tasks the worker runs, which only a bug in samzamp can cause. Stop before anything
+        is checkpointed on that view."""
+        err = WorkerError(
+            f"{w.describe()} sent {type(frame).__name__} for task index {frame.task}, which is not a task it "
+            "runs (a bug in samzamp: please report it); the container stops without checkpointing"
+        )
+        self._failed(w, err)
+        self._on_failure(err)
+
+    def _failed(self, w: WorkerHandle, err: BaseException) -> None:
+        """The worker failed with ``err`` (the first error stands): its start and every add or removal
+        awaited on it fail with it, as does any later one."""
+        if w.error is None:
+            w.error = err
+        if w.ready is not None and not w.ready.done():
+            w.ready.set_exception(err)
+        self._fail_awaits(w, err)
+
+    def _fail_awaits(self, w: WorkerHandle, err: BaseException) -> None:
+        """The worker will answer nothing more: every add or removal awaited on it fails with ``err``."""
+        waits = [*w.adding.values(), *w.removing.values()]
+        w.adding.clear()
+        w.removing.clear()
+        for fut in waits:
+            if not fut.done():
+                fut.set_exception(err)
 
     # -- supervision ----------------------------------------------------------------------------
     def time_calls(self, timeout_ms: int, key: str) -> None:
@@ -277,8 +368,11 @@ class WorkerPool:
         w.stopping = True  # its death is the consequence, not the news
         assert w.process is not None
         w.process.kill()
+        name = w.task_names.get(task, f"index {task}")
+        ssps = w.task_ssps.get(task, ())
+        where = ssps[ssp] if 0 <= ssp < len(ssps) else f"SSP index {ssp}"
         err = CallbackTimeoutError(
-            f"task {w.task_names[task]!r} failed processing {w.task_ssps[task][ssp]} offset {offset}: process() did "
+            f"task {name!r} failed processing {where} offset {offset}: process() did "
             f"not return within {self._call_timeout_key} = {self._call_timeout_ns // 1_000_000} ms (running for "
             f"{(now - started) // 1_000_000} ms in worker {w.index}, pid {w.pid}, which was killed); nothing from "
             "that offset on is checkpointed"
@@ -295,13 +389,13 @@ class WorkerPool:
         self._on_readable(w)  # what it sent before it went (a Failed frame explains more than its exit)
         how = f"was killed by {signal.Signals(-code).name}" if code < 0 else f"exited with code {code}"
         if w.stopping and code == 0:
+            self._fail_awaits(w, WorkerError(f"{w.describe()} stopped before it answered"))
             return
         err = WorkerError(
             f"{w.describe()} {how}; the container stops without checkpointing its unfinished work "
             "(restart it to resume from the last checkpoint)"
         )
-        if w.ready is not None and not w.ready.done():
-            w.ready.set_exception(err)
+        self._failed(w, err)
         if w.stopped is not None and not w.stopped.done():
             w.stopped.set_result(None)
         if not w.stopping:
@@ -344,6 +438,7 @@ class WorkerPool:
             w.to_worker.close()
             w.from_worker.close()
             w.calls.close()
+            self._fail_awaits(w, WorkerError(f"{w.describe()} was stopped before it answered"))
 
     # -- metrics --------------------------------------------------------------------------------
     def _register_metrics(self, w: WorkerHandle) -> None:
