@@ -102,6 +102,32 @@ SLICE = 256
 SLICE_S = 0.005
 
 
+class _Ticker:
+    """Fixed-rate ticks (like scheduleAtFixedRate): the n-th tick is due at start + n * period; a
+    tick that fell behind (a long window or commit) skips the missed ones and keeps the phase."""
+
+    __slots__ = ("_fn", "_handle", "_loop", "_period", "_start")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, period_s: float, fn: Callable[[], None]) -> None:
+        self._loop = loop
+        self._period = period_s
+        self._fn = fn
+        self._start = loop.time()
+        self._handle = loop.call_at(self._start + period_s, self._tick, 1)
+
+    def _tick(self, n: int) -> None:
+        self._fn()
+        due = self._start + (n + 1) * self._period
+        now = self._loop.time()
+        if due < now:
+            n = int((now - self._start) / self._period)
+            due = self._start + (n + 1) * self._period
+        self._handle = self._loop.call_at(due, self._tick, n + 1)
+
+    def cancel(self) -> None:
+        self._handle.cancel()
+
+
 class RunLoop:
     def __init__(
         self,
@@ -125,7 +151,11 @@ class RunLoop:
         self._ready: set[RunLoopTask] = set()
         self._dirty: list[Callable[[], None]] = []
         self._waiter: asyncio.Future[None] | None = None
-        self._timers: list[asyncio.TimerHandle] = []
+        self._tickers: dict[RunLoopTask, list[_Ticker]] = {}  # each task's window and commit timers
+        self._running = False
+        # Tasks leaving the container (``remove_task``), each with what its remover awaits.
+        self._leaving: dict[RunLoopTask, asyncio.Future[None]] = {}
+        self._leave_timers: dict[RunLoopTask, asyncio.TimerHandle] = {}
         self._commits: set[asyncio.Task[None]] = set()
         self._shutdown_votes: set[str] = set()
         self.error: BaseException | None = None
@@ -144,10 +174,73 @@ class RunLoop:
         metrics.gauge("SamzaContainerMetrics", "event-loop-utilization", fn=self._utilization)
 
     def add_task(self, ti: RunLoopTask) -> None:
-        """Register a task before ``run`` (tasks need the loop's callbacks, so they are made after it)."""
+        """Take a task on, before ``run`` or while it runs (then its timers start now). Its SSPs must
+        not be in the consumers yet: the loop must know their task before one of them is chosen."""
+        if any(ssp in self._by_ssp for ssp in ti.ssps):
+            taken = sorted(str(s) for s in ti.ssps if s in self._by_ssp)
+            raise ValueError(f"task {ti.name!r}: its input {taken} belongs to a task already running here")
         self.tasks.append(ti)
         for ssp in ti.ssps:
             self._by_ssp[ssp] = ti
+        if self._running:
+            self._start_timers(ti)
+
+    def remove_task(self, ti: RunLoopTask) -> asyncio.Future[None]:
+        """Stop a task while the others run; the future is done once it left the loop.
+
+        The caller removed its SSPs from the consumers first, so nothing new reaches it. Messages
+        queued for it and not started are dropped: its checkpoint, which covers only messages that
+        completed, is where its next owner starts. What is in flight finishes (a worker is asked
+        to yield what it has not started), then a final commit runs, as a shutdown's does (no
+        forced window). A task that cannot stop within task.shutdown.ms fails the container: its
+        next owner could otherwise run while it still does.
+        """
+        fut = self._leaving.get(ti)
+        if fut is not None:
+            return fut
+        fut = self._leaving[ti] = self._loop.create_future()
+        st = ti.state
+        st.stopping = True
+        st.need_window = False
+        st.pending.clear()
+        st.redo = 0
+        self._stop_timers(ti)
+        self._leave_timers[ti] = self._loop.call_later(self._settings.shutdown_ms / 1000, self._leave_timed_out, ti)
+        self.task_ready(ti)
+        return fut
+
+    def _leave_timed_out(self, ti: RunLoopTask) -> None:
+        self._leave_timers.pop(ti, None)
+        self.abort(
+            CallbackTimeoutError(
+                f"task {ti.name!r} did not stop within task.shutdown.ms = {self._settings.shutdown_ms} ms while "
+                "leaving this container (work still in flight); the container stops without checkpointing it"
+            )
+        )
+
+    def _leave(self, ti: RunLoopTask) -> None:
+        """A leaving task is idle: its final commit, then it leaves the loop."""
+        self._start_commit(ti, functools.partial(self._depart, ti))
+
+    def _depart(self, ti: RunLoopTask) -> None:
+        timer = self._leave_timers.pop(ti, None)
+        if timer is not None:
+            timer.cancel()
+        self.tasks.remove(ti)
+        for ssp in ti.ssps:
+            if self._by_ssp.get(ssp) is ti:
+                del self._by_ssp[ssp]
+        self._ready.discard(ti)
+        ti.state.pending.clear()
+        self._shutdown_votes.discard(ti.name)
+        log.info("task %r left: final checkpoint %s", ti.name, {str(s): o for s, o in sorted(ti.checkpointed.items())})
+        fut = self._leaving.pop(ti)
+        if not fut.done():
+            fut.set_result(None)
+        if self.tasks and len(self._shutdown_votes) == len(self.tasks):
+            log.info("every task voted to shut down")
+            self.shutdown_requested = True
+        self.wake()
 
     # -- wake-ups -------------------------------------------------------------------------------
     def wake(self) -> None:
@@ -187,28 +280,13 @@ class RunLoop:
         self.wake()
 
     # -- timers ---------------------------------------------------------------------------------
-    def _schedule_every(self, period_s: float, fn: Callable[[], None]) -> None:
-        """Fixed-rate ticks (like scheduleAtFixedRate): the n-th tick is due at start + n * period."""
-        start = self._loop.time()
-
-        def tick(n: int) -> None:
-            fn()
-            due = start + (n + 1) * period_s
-            now = self._loop.time()
-            if due < now:  # fell behind (a long window or commit): skip missed ticks, keep the phase
-                due = start + (int((now - start) / period_s) + 1) * period_s
-                n = int((due - start) / period_s) - 1
-            self._timers.append(self._loop.call_at(due, tick, n + 1))
-
-        self._timers.append(self._loop.call_at(start + period_s, tick, 1))
-
-    def _start_timers(self) -> None:
+    def _start_timers(self, ti: RunLoopTask) -> None:
         s = self._settings
-        for ti in self.tasks:
-            if s.window_ms > 0 and ti.windowable:
-                self._schedule_every(s.window_ms / 1000, functools.partial(self._flag, ti, window=True))
-            if s.commit_ms > 0:
-                self._schedule_every(s.commit_ms / 1000, functools.partial(self._flag, ti, commit=True))
+        tickers = self._tickers.setdefault(ti, [])
+        if s.window_ms > 0 and ti.windowable:
+            tickers.append(_Ticker(self._loop, s.window_ms / 1000, functools.partial(self._flag, ti, window=True)))
+        if s.commit_ms > 0:
+            tickers.append(_Ticker(self._loop, s.commit_ms / 1000, functools.partial(self._flag, ti, commit=True)))
 
     def _flag(self, ti: RunLoopTask, window: bool = False, commit: bool = False) -> None:
         if self.shutdown_requested:
@@ -219,10 +297,11 @@ class RunLoop:
             ti.state.need_commit = True
         self.task_ready(ti)
 
-    def _stop_timers(self) -> None:
-        for h in self._timers:
-            h.cancel()
-        self._timers.clear()
+    def _stop_timers(self, ti: RunLoopTask | None = None) -> None:
+        """Stop the window and commit timers of ``ti`` (of every task when None)."""
+        for t in [ti] if ti is not None else list(self._tickers):
+            for ticker in self._tickers.pop(t, ()):
+                ticker.cancel()
 
     def _utilization(self) -> float:
         """Share of wall time spent running slices (Samza's event-loop-utilization)."""
@@ -231,7 +310,9 @@ class RunLoop:
     # -- the loop -------------------------------------------------------------------------------
     async def run(self) -> None:
         """Run until shutdown or failure. Raises the failure after stopping (no commit on failure)."""
-        self._start_timers()
+        for ti in self.tasks:
+            self._start_timers(ti)
+        self._running = True
         self._started = self._clock()
         try:
             while self.error is None and not self.shutdown_requested:
@@ -252,9 +333,13 @@ class RunLoop:
             if self.error is None:
                 await self._shutdown()
         finally:
+            self._running = False
             self._stop_timers()
-            for h in self._drain_timers.values():
+            for h in [*self._drain_timers.values(), *self._leave_timers.values()]:
                 h.cancel()
+            for fut in self._leaving.values():  # their removers must not wait for a loop that ended
+                if not fut.done():
+                    fut.set_exception(self.error or RuntimeError("the run loop stopped"))
         if self.error is not None:
             for c in self._commits:
                 c.cancel()
@@ -364,6 +449,8 @@ class RunLoop:
             else:
                 if st.waits_for_in_flight():
                     self._make_way(ti)
+                elif st.idle and ti in self._leaving and not st.need_commit:
+                    self._leave(ti)
                 return
 
     def _make_way(self, ti: RunLoopTask) -> None:
@@ -560,9 +647,9 @@ class RunLoop:
                 self._waiter = None
         if self.error is not None:
             return
-        for ti in self.tasks:
+        for ti in list(self.tasks):
             if not ti.state.commit_in_flight and ti.name not in self.drained_tasks:
-                self._start_commit(ti)
+                self._start_commit(ti, functools.partial(self._depart, ti) if ti in self._leaving else None)
         while self._commits and self.error is None:
             await asyncio.wait(set(self._commits))
         log.info("final commit done")

@@ -7,7 +7,7 @@ Samza's snapshot reporter does, plus count and max.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 __all__ = ["Counter", "Gauge", "MetricsRegistry", "Timer"]
@@ -85,6 +85,17 @@ class MetricsRegistry:
         if fn is not None:
             g.fn = fn
         return g
+
+    def remove(self, group: str, names: Iterable[str] | None = None) -> None:
+        """Forget ``names`` of ``group`` (all of the group when None): a task that leaves the
+        container takes its metrics with it, and one that comes back starts them from zero."""
+        if names is None:
+            self._groups.pop(group, None)
+            return
+        metrics = self._groups.get(group)
+        if metrics is not None:
+            for name in names:
+                metrics.pop(name, None)
 
     def snapshot(self) -> dict[str, dict[str, Any]]:
         return {g: {n: m.snapshot() for n, m in ms.items()} for g, ms in self._groups.items() if ms}
