@@ -17,15 +17,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import os
 import platform
-import signal
 import sys
 
 from samzamp._version import __version__
 from samzamp.cli.common import EXIT_OK, add_job_config, add_log_level, new_parser, report_failure, setup
 from samzamp.config import load_config, parse_overrides, validate
-from samzamp.container.container import SamzaContainer
+from samzamp.processor.stream_processor import StreamProcessor
 
 __all__ = ["main"]
 
@@ -39,31 +37,6 @@ def _parser() -> argparse.ArgumentParser:
     add_job_config(p)
     add_log_level(p, "INFO")
     return p
-
-
-async def _run(container: SamzaContainer) -> None:
-    loop = asyncio.get_running_loop()
-    signals_seen = 0
-
-    def on_signal(signum: int) -> None:
-        nonlocal signals_seen
-        signals_seen += 1
-        if signals_seen > 1:
-            os.write(2, f"samzamp: second {signal.Signals(signum).name}: exiting at once\n".encode())
-            os._exit(128 + signum)
-        log.info("%s: stopping (send it again to exit at once)", signal.Signals(signum).name)
-        if container.run_loop is not None:
-            container.run_loop.request_shutdown()
-        elif main_task is not None:
-            main_task.cancel()
-
-    main_task = asyncio.current_task()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, on_signal, sig)
-    try:
-        await container.run()
-    except asyncio.CancelledError:
-        log.info("stopped during start-up")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -80,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
             settings.id,
             args.config,
         )
-        asyncio.run(_run(SamzaContainer(settings, freeze_gc_after_start=True)))
+        asyncio.run(StreamProcessor(settings, freeze_gc_after_start=True).run(handle_signals=True))
     except Exception as e:
         return report_failure(PROG, e)
     log.info("container stopped cleanly")

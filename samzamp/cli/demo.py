@@ -16,7 +16,7 @@ from pathlib import Path
 
 from samzamp.cli.common import report_failure
 from samzamp.config import load_config, validate
-from samzamp.container.container import SamzaContainer
+from samzamp.processor.stream_processor import StreamProcessor
 from samzamp.systems.kafka import EmbeddedBroker, KafkaClientSettings, KafkaSystemAdmin, KafkaSystemProducer
 
 __all__ = ["main"]
@@ -34,12 +34,14 @@ CONFIG = Path(__file__).resolve().parents[2] / "configs" / "word-count.toml"
 
 async def _run(bootstrap: str, words: list[str]) -> dict[str, int]:
     config = load_config(CONFIG, {"systems.kafka.bootstrap.servers": bootstrap, "metrics.log.interval.ms": 0})
-    container = SamzaContainer(validate(config))
-    run = asyncio.create_task(container.run())
-    while container.run_loop is None or not container.run_loop.tasks:
+    processor = StreamProcessor(validate(config))
+    run = asyncio.create_task(processor.run())
+    while processor.run_loop is None or not processor.run_loop.tasks:
         await asyncio.sleep(0.05)
         if run.done():
             await run
+    assert processor.container is not None
+    tasks = processor.container.tasks.values()
     # samzamp's own Kafka clients play the outside world's part: confluent-kafka stays in systems/kafka.
     clients = KafkaClientSettings("kafka", bootstrap, "samzamp-demo")
     producer = KafkaSystemProducer(clients)
@@ -49,12 +51,12 @@ async def _run(bootstrap: str, words: list[str]) -> dict[str, int]:
     producer.stop()
     print(f"demo: wrote {len(words)} words to 'lines'; counting ...", flush=True)
     # Done when every word was processed, then one more window so the last counts are emitted.
-    while sum(t.m_processed.count for t in container.tasks) < len(words):
+    while sum(t.m_processed.count for t in tasks) < len(words):
         await asyncio.sleep(0.05)
-    windows = sum(t.m_window_calls.count for t in container.tasks)
-    while sum(t.m_window_calls.count for t in container.tasks) < windows + len(container.tasks):
+    windows = sum(t.m_window_calls.count for t in tasks)
+    while sum(t.m_window_calls.count for t in tasks) < windows + len(tasks):
         await asyncio.sleep(0.05)
-    container.run_loop.request_shutdown()
+    processor.stop()
     await run
 
     admin = KafkaSystemAdmin(clients)

@@ -14,7 +14,7 @@ import msgspec
 from samzamp.api.envelope import SystemStreamPartition
 from samzamp.coordinator.grouper import group
 
-__all__ = ["JobModel", "TaskModel", "job_model"]
+__all__ = ["JobModel", "TaskModel", "changelog_partitions", "job_model"]
 
 
 class TaskModel(msgspec.Struct, frozen=True):
@@ -41,6 +41,13 @@ class JobModel(msgspec.Struct, frozen=True):
         """This model with only the tasks named, as generation ``generation``."""
         keep = set(names)
         return JobModel(generation, {n: t for n, t in self.tasks.items() if n in keep})
+
+
+def changelog_partitions(task_names: Iterable[str]) -> dict[str, int]:
+    """Which changelog partition holds which task's state (Samza's rule, JobModelCalculator): the
+    task names sorted, the n-th task gets partition n; a changelog has one partition per task.
+    (Samza also keeps the mapping in its coordinator stream, so that new tasks never move old ones.)"""
+    return {name: i for i, name in enumerate(sorted(task_names))}
 
 
 def job_model(grouper: str, ssps: Iterable[SystemStreamPartition], generation: int = 1) -> JobModel:

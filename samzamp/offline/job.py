@@ -26,8 +26,8 @@ from samzamp.config.config import Config
 from samzamp.config.schema import check_keys
 from samzamp.config.settings import JobSettings
 from samzamp.coordinator.grouper import group
+from samzamp.coordinator.job_model import changelog_partitions
 from samzamp.offline.changelog import ChangelogSource
-from samzamp.storage.changelog_names import changelog_partitions
 from samzamp.storage.dirs import store_dir
 from samzamp.systems.kafka import KafkaClientSettings, KafkaSystemAdmin
 

@@ -10,7 +10,7 @@
 
 What it promises (closer to Kafka Streams' TopologyTestDriver than to a mock):
 
-- The task runs in the real ``SamzaContainer`` and ``RunLoop`` of this process (every task inline,
+- The task runs in the real ``StreamProcessor``, ``SamzaContainer`` and ``RunLoop`` of this process (every task inline,
   whatever job.container.thread.pool.size says), so ordering, windows, commits and errors are the
   container's.
 - Every system the config names (``TestRunner.from_config("job.toml")`` reads a job's file) becomes
@@ -51,7 +51,7 @@ from samzamp.api.envelope import SystemStream
 from samzamp.api.serde import Serde
 from samzamp.config import JobSettings, load_config, validate
 from samzamp.config.config import Config
-from samzamp.container.container import SamzaContainer
+from samzamp.processor.stream_processor import StreamProcessor
 from samzamp.serde.registry import SerdeRegistry
 from samzamp.storage.dirs import store_dir
 from samzamp.storage.lmdb import LmdbEngine
@@ -82,14 +82,15 @@ class TestResult:
         self,
         streams: dict[str, InMemoryStreams],
         own_system: str,
-        container: SamzaContainer,
+        processor: StreamProcessor,
         state_dir: str,
     ) -> None:
         self._streams = streams
         self._own = own_system
-        self.container = container
-        self.settings: JobSettings = container.settings
-        self.metrics = container.metrics.snapshot()
+        self.processor = processor  # the run's processor, stopped: its systems and metrics
+        self.settings: JobSettings = processor.settings
+        self.metrics = processor.metrics.snapshot()
+        self._task_names = sorted(processor.container.tasks) if processor.container is not None else []
         self._serdes = SerdeRegistry(self.settings.serializers)
         # The stores' directory lives as long as this result: removed by ``close`` or when the
         # result is garbage-collected (or at exit).
@@ -154,7 +155,7 @@ class TestResult:
         key_serde = self._serdes.get(st.key_serde, f"stores.{name}.key.serde")
         msg_serde = self._serdes.get(st.msg_serde, f"stores.{name}.msg.serde")
         base = Path(self.settings.logged_store_base_dir if st.changelog else self.settings.non_logged_store_base_dir)
-        names = sorted(t.name for t in self.container.tasks)
+        names = self._task_names
         tasks = [task] if task is not None else names
         out: dict[Any, Any] = {}
         owner: dict[Any, str] = {}
@@ -300,13 +301,13 @@ class TestRunner:
         """Run until every task has reached the end of its inputs; raise what the task raised."""
         state_dir = tempfile.mkdtemp(prefix="samzamp-test-")
         try:
-            container = self._run(state_dir, timeout_s)
+            processor = self._run(state_dir, timeout_s)
         except BaseException:
             shutil.rmtree(state_dir, ignore_errors=True)
             raise
-        return TestResult(self._streams, self._system, container, state_dir)
+        return TestResult(self._streams, self._system, processor, state_dir)
 
-    def _run(self, state_dir: str, timeout_s: float) -> SamzaContainer:
+    def _run(self, state_dir: str, timeout_s: float) -> StreamProcessor:
         settings = validate(load_config(None, self._job_config(state_dir)))
         registry = SerdeRegistry(settings.serializers)
         streams = self._streams = {name: InMemoryStreams() for name in settings.systems}
@@ -346,13 +347,13 @@ class TestRunner:
             for p, raws in enumerate(parts):
                 for kb, vb, ts in raws:
                     target.append(ss.stream, p, kb, vb, ts)
-        container = SamzaContainer(settings, inmemory=streams, unconfigured_sends_to=self._system)
+        processor = StreamProcessor(settings, inmemory=streams, unconfigured_sends_to=self._system)
 
         async def main() -> None:
-            await asyncio.wait_for(container.run(), timeout_s)
+            await asyncio.wait_for(processor.run(), timeout_s)
 
         asyncio.run(main())
-        return container
+        return processor
 
 
 def _encode(serde: Serde | None, value: Any, ss: SystemStream, what: str) -> bytes:

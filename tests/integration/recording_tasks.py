@@ -7,6 +7,7 @@ Config keys (passed through to the task): test.record.dir, test.output.
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import gc
 import os
 import random
@@ -313,6 +314,39 @@ class SlowAtTask(StreamTask, InitableTask, _Recorder):
             self.record(f"S {self.slow[0]} {self.slow[1]}")
             time.sleep(self.seconds)
         self.record(f"P {envelope.system_stream_partition.partition} {envelope.offset}")
+
+
+class TenureTask(StreamTask, InitableTask, ClosableTask, _Recorder):
+    """Evidence, from the task itself, of where and when it runs (a tenure: one init to its close).
+
+    init takes an exclusive flock on ``<test.lock.dir>/<task>.lock`` without waiting, so a second
+    copy of the task running anywhere on this host fails its init; it records ``I <tenure> <ns>``.
+    Each message adds one to its partition's count in the changelogged store "counts" and records
+    ``T <tenure> <partition> <offset> <count>``. close records ``E <tenure> <ns>``, then unlocks.
+    ``<ns>`` is CLOCK_MONOTONIC, which every process of the host shares."""
+
+    def init(self, context) -> None:
+        self._open(context)
+        self.counts = context.get_store("counts")
+        self.tenure = f"{os.getpid()}-{os.urandom(4).hex()}"
+        path = os.path.join(context.config["test.lock.dir"], f"{context.task_name.replace(' ', '_')}.lock")
+        self._lock = os.open(path, os.O_CREAT | os.O_RDWR, 0o644)
+        try:
+            fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise RuntimeError(f"task {context.task_name!r} is already running somewhere else") from None
+        self.record(f"I {self.tenure} {time.monotonic_ns()}")
+
+    def process(self, envelope, collector, coordinator) -> None:
+        p = envelope.system_stream_partition.partition
+        n = (self.counts.get(str(p)) or 0) + 1
+        self.counts.put(str(p), n)
+        self.record(f"T {self.tenure} {p} {envelope.offset} {n}")
+
+    def close(self) -> None:
+        self.record(f"E {self.tenure} {time.monotonic_ns()}")
+        fcntl.flock(self._lock, fcntl.LOCK_UN)
+        os.close(self._lock)
 
 
 class InitByNameTask(StreamTask, InitableTask, _Recorder):

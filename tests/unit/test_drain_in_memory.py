@@ -23,7 +23,6 @@ from samzamp import (
     WindowableTask,
 )
 from samzamp.config import load_config, validate
-from samzamp.container.container import SamzaContainer
 from samzamp.coordinator.metadata_store import CoordinatorStreamStore, decode_coordinator_key
 from samzamp.coordinator.run_id import RUN_NAMESPACE, RunState, end_run, read_current_run, start_run
 from samzamp.drain import (
@@ -35,6 +34,7 @@ from samzamp.drain import (
     write_drain_notification,
 )
 from samzamp.drain.monitor import DrainMonitor, MonitorState
+from samzamp.processor.stream_processor import StreamProcessor
 from samzamp.systems.inmemory.system import InMemoryStreams, InMemorySystemAdmin, InMemorySystemProducer
 
 TOPIC = "__samza_coordinator_job_1"
@@ -266,7 +266,7 @@ class SlowAsync(AsyncStreamTask, InitableTask, DrainListenerTask):
         EVENTS.append(("D", self.partition))
 
 
-def _container(task: type, streams: InMemoryStreams, **extra: Any) -> SamzaContainer:
+def _container(task: type, streams: InMemoryStreams, **extra: Any) -> StreamProcessor:
     config = {
         "job.name": "job",
         "job.default.system": "mem",
@@ -281,7 +281,7 @@ def _container(task: type, streams: InMemoryStreams, **extra: Any) -> SamzaConta
         "systems.mem.default.stream.samza.offset.default": "oldest",
     }
     config.update(extra)
-    return SamzaContainer(validate(load_config(None, config)), inmemory={"mem": streams})
+    return StreamProcessor(validate(load_config(None, config)), inmemory={"mem": streams})
 
 
 def _seed(streams: InMemoryStreams, partitions: int, per_partition: int) -> None:
@@ -295,7 +295,7 @@ def _drain_ns(streams: InMemoryStreams) -> Any:
     return _store(streams)[0].namespace(DRAIN_NAMESPACE)
 
 
-async def _run_until(container: SamzaContainer, cond: Any) -> asyncio.Task[None]:
+async def _run_until(container: StreamProcessor, cond: Any) -> asyncio.Task[None]:
     """Start the container and wait until ``cond(EVENTS)`` holds."""
     task = asyncio.get_running_loop().create_task(container.run())
     await EVENTS.until(cond)

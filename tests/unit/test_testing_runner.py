@@ -213,11 +213,11 @@ def test_the_jobs_own_systems_become_in_memory_with_their_serdes(tmp_path):
     result = TestRunner.from_config(job).add_input("names", ["ann", "bob"], keys=["1", "1"]).run()
     assert result.records("greetings") == [[("1", "hello ann"), ("1", "hello bob")]]
     # The job's serdes, not the runner's msgpack: "string" on the wire.
-    assert [v for _o, _k, v, _t in result.container.inmemory["kafka"].partitions["greetings"][0]] == [
+    assert [v for _o, _k, v, _t in result.processor.inmemory["kafka"].partitions["greetings"][0]] == [
         b"hello ann",
         b"hello bob",
     ]
-    assert "test" not in result.container.inmemory  # the job's system is the only one
+    assert "test" not in result.processor.inmemory  # the job's system is the only one
 
 
 class Stamps(StreamTask):

@@ -43,12 +43,10 @@ from samzamp.api.errors import CallbackTimeoutError, SerdeError, TaskError, Work
 from samzamp.coordinator.job_model import TaskModel
 from samzamp.dispatch.process import frames as f
 from samzamp.dispatch.process.calls import CallSlot
-from samzamp.dispatch.process.placement import assign_tasks, place_task
 from samzamp.ipc import EndOfQueue, Ring, create_ring
 from samzamp.metrics.registry import MetricsRegistry
 
-# Where tasks go is placement's; the pool's users find it here too.
-__all__ = ["WorkerHandle", "WorkerPool", "assign_tasks", "failure_of", "place_task"]
+__all__ = ["WorkerHandle", "WorkerPool", "failure_of"]
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,171 @@
+"""The system clients of one processor: admins, producers and consumers, built from the config.
+
+They live as long as the process (the ``StreamProcessor`` starts and stops them) and outlast any one
+job model: a container that applies a new model reuses them. A Kafka system with no
+bootstrap.servers gets the embedded broker (memory only), started on first use.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from samzamp.api.envelope import SystemStream
+from samzamp.api.errors import SystemFailureError
+from samzamp.config.settings import JobSettings
+from samzamp.extras import EMBEDDED, require
+from samzamp.systems.base import SystemAdmin, SystemConsumer, SystemProducer
+from samzamp.systems.inmemory.system import (
+    InMemoryStreams,
+    InMemorySystemAdmin,
+    InMemorySystemConsumer,
+    InMemorySystemProducer,
+)
+
+if TYPE_CHECKING:
+    from samzamp.systems.kafka.changelog import ChangelogProducer
+    from samzamp.systems.kafka.client_config import KafkaClientSettings
+
+__all__ = ["Systems"]
+
+log = logging.getLogger(__name__)
+
+
+class Systems:
+    """Every system's admin and producer, the checkpoint producer, the changelog producers (made
+    when a store first needs them) and a consumer factory. ``start`` connects, ``stop`` flushes
+    and closes (and stops the embedded broker)."""
+
+    def __init__(self, settings: JobSettings, inmemory: dict[str, InMemoryStreams] | None = None) -> None:
+        self.settings = settings
+        self.inmemory = inmemory if inmemory is not None else {}
+        self.embedded_broker: Any = None
+        self.admins: dict[str, SystemAdmin] = {}
+        self.producers: dict[str, SystemProducer] = {}
+        self.checkpoint_producer: SystemProducer | None = None
+        self.kafka: dict[str, KafkaClientSettings] = {}  # every client of a Kafka system starts here
+        self._changelog_producers: dict[str, ChangelogProducer] | None = None
+
+    def _kafka_bootstrap(self, system: str) -> str:
+        servers = self.settings.systems[system].bootstrap_servers
+        if servers:
+            return servers
+        if self.embedded_broker is None:
+            from samzamp.systems.kafka.embedded import EmbeddedBroker
+
+            require(EMBEDDED, f", or set systems.{system}.bootstrap.servers to a Kafka cluster's brokers")
+            self.embedded_broker = EmbeddedBroker(die_with_parent=True).start()
+            log.info(
+                "no bootstrap.servers for system %r: started the embedded broker at %s (memory only)",
+                system,
+                self.embedded_broker.bootstrap_servers,
+            )
+            print(f"samzamp: embedded broker at {self.embedded_broker.bootstrap_servers}", flush=True)
+        return str(self.embedded_broker.bootstrap_servers)
+
+    def start(self) -> None:
+        st = self.settings
+        for name, s in st.systems.items():
+            if s.factory == "kafka":
+                from samzamp.systems.kafka import KafkaClientSettings, KafkaSystemAdmin, KafkaSystemProducer
+
+                clients = KafkaClientSettings.of(st.name, st.id, s, self._kafka_bootstrap(name))
+                self.kafka[name] = clients
+                self.admins[name] = KafkaSystemAdmin(clients)
+                self.producers[name] = KafkaSystemProducer(clients)
+                if name == st.checkpoint_system:
+                    # Its own producer, so waiting for a checkpoint never waits for task outputs.
+                    self.checkpoint_producer = KafkaSystemProducer(clients, "checkpoint-producer")
+            else:
+                streams = self.inmemory.setdefault(name, InMemoryStreams())
+                self.admins[name] = InMemorySystemAdmin(streams)
+                self.producers[name] = InMemorySystemProducer(streams)
+                if name == st.checkpoint_system:
+                    self.checkpoint_producer = self.producers[name]
+
+    def producer_for_metadata(self, system: str) -> SystemProducer:
+        """The producer for writes of the job's own records (checkpoints, coordinator stream)."""
+        if system == self.settings.checkpoint_system and self.checkpoint_producer is not None:
+            return self.checkpoint_producer
+        return self.producers[system]
+
+    def consumer(self, system: str) -> SystemConsumer:
+        s = self.settings.systems[system]
+        if s.factory == "kafka":
+            from samzamp.systems.kafka import KafkaSystemConsumer
+
+            group_id = f"samzamp-{self.settings.name}-{self.settings.id}"
+            return KafkaSystemConsumer(self.kafka[system], group_id)
+        return InMemorySystemConsumer(self.inmemory[system])
+
+    def changelog_producers(self) -> dict[str, ChangelogProducer]:
+        """The stores' changelog producers, one per changelog system (made on first use)."""
+        if self._changelog_producers is None:
+            from samzamp.systems.kafka.changelog import changelog_producers
+
+            self._changelog_producers = changelog_producers(self.settings, self.kafka)
+        return self._changelog_producers
+
+    def worker_config(self) -> dict[str, Any]:
+        """The job's config for worker processes: each Kafka system's resolved brokers (maybe the
+        embedded broker's address) in place of what the config said."""
+        config = dict(self.settings.config)
+        for system, clients in self.kafka.items():
+            config[f"systems.{system}.bootstrap.servers"] = clients.bootstrap
+        return config
+
+    # -- streams --------------------------------------------------------------------------------
+    def create_streams(self) -> None:
+        """Create configured streams (streams.<id>.samza.system or .partitions) that do not exist yet."""
+        st = self.settings
+        config = st.config
+        ids = {k.split(".")[1] for k in config if k.startswith("streams.") and k.count(".") >= 2}
+        wanted: list[SystemStream] = []
+        for sid in sorted(ids):
+            system = config.get_str(f"streams.{sid}.samza.system") or st.default_system
+            physical = config.get_str(f"streams.{sid}.samza.physical.name") or sid
+            if system is not None and system in st.systems:
+                wanted.append(SystemStream(system, physical))
+        for ss in wanted:
+            stream = st.stream(ss)
+            admin = self.admins[ss.system]
+            if ss.stream in admin.partition_counts([ss.stream]):
+                continue
+            partitions = stream.partitions or st.systems[ss.system].default_partitions
+            admin.create_stream(ss.stream, partitions, st.systems[ss.system].replication_factor, stream.topic_configs)
+        missing = [ss for ss in st.task.inputs if ss.stream not in self.admins[ss.system].partition_counts([ss.stream])]
+        if missing:
+            names = ", ".join(str(ss) for ss in missing)
+            raise SystemFailureError(
+                f"input stream {names} does not exist; create it, or set streams.<id>.partitions so samzamp creates it"
+            )
+
+    def create_changelogs(self, tasks: int) -> None:
+        """Each changelog topic: compacted, one partition per task (created when missing)."""
+        st = self.settings
+        for store in st.stores.values():
+            if store.changelog is None:
+                continue
+            admin = self.admins[store.changelog.system]
+            if store.changelog.stream in admin.partition_counts([store.changelog.stream]):
+                continue
+            prefix = f"stores.{store.name}.changelog.kafka."
+            configs = {"cleanup.policy": "compact"}
+            configs.update({k[len(prefix) :]: str(v) for k, v in st.config.items() if k.startswith(prefix)})
+            rf = st.systems[store.changelog.system].replication_factor
+            admin.create_stream(store.changelog.stream, tasks, rf, configs)
+
+    def stop(self) -> None:
+        producers: list[Any] = [*self.producers.values()]
+        producers.extend((self._changelog_producers or {}).values())
+        if self.checkpoint_producer is not None and self.checkpoint_producer not in producers:
+            producers.append(self.checkpoint_producer)
+        for p in producers:
+            try:
+                p.stop()
+            except Exception as e:  # stopping must go on for the others
+                log.warning("stopping a producer failed: %s", e)
+        for a in self.admins.values():
+            a.stop()
+        if self.embedded_broker is not None:
+            self.embedded_broker.stop()

@@ -1,0 +1,271 @@
+"""StreamProcessor: one processor of a job, for as long as its process lives.
+
+It owns what outlasts any one job model: the systems (and the embedded broker), the worker
+processes, the metrics and their reporter, the run record in the coordinator stream, the drain
+monitor, signal handling and the job coordinator. The coordinator publishes job models; the
+processor's ``SamzaContainer`` applies each (``SamzaContainer.apply``). With the passthrough
+coordinator (one processor owns every task) there is one model, published at start.
+
+Start, in Samza's order: config warnings -> worker processes spawned (they import while this
+process connects) -> systems -> missing topics created -> run id published -> job model ->
+changelog topics -> container started (checkpoints read, stores restored, tasks init'ed) -> drain
+monitor -> run loop. Stop: final commit (by the run loop) -> tasks closed, in this process and in
+the workers -> how the run ended recorded (after a drain, its notifications deleted) -> producers
+flushed and stopped -> embedded broker stopped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import signal
+import time
+
+from samzamp.api.task import AsyncStreamTask
+from samzamp.commit.topic_checkpoint import TopicCheckpointManager
+from samzamp.config.settings import JobSettings
+from samzamp.config.validate import load_task_class
+from samzamp.container.container import SamzaContainer
+from samzamp.container.run_loop import RunLoop
+from samzamp.container.systems import Systems
+from samzamp.coordinator.metadata_store import CoordinatorStreamStore
+from samzamp.coordinator.passthrough import PassthroughJobCoordinator
+from samzamp.coordinator.run_id import RUN_NAMESPACE, RunRecord, RunState, end_run, start_run
+from samzamp.dispatch.process.pool import WorkerPool
+from samzamp.drain.monitor import DrainMonitor
+from samzamp.drain.notification import DRAIN_NAMESPACE, cleanup
+from samzamp.gc_freeze import freeze_start_up
+from samzamp.metrics.registry import MetricsRegistry
+from samzamp.systems.inmemory.system import InMemoryStreams
+
+__all__ = ["StreamProcessor"]
+
+log = logging.getLogger(__name__)
+
+
+class StreamProcessor:
+    """One processor of a job. ``run()`` returns when the job stops cleanly; raises on failure."""
+
+    def __init__(
+        self,
+        settings: JobSettings,
+        inmemory: dict[str, InMemoryStreams] | None = None,
+        *,
+        freeze_gc_after_start: bool = False,
+        unconfigured_sends_to: str | None = None,
+    ) -> None:
+        """``freeze_gc_after_start``: the caller owns the process (the CLI); see ``freeze_start_up``.
+        ``unconfigured_sends_to``: a system that takes sends to systems the config does not name
+        (``samzamp.testing.TestRunner``; None, as in production: such a send fails the task)."""
+        self.settings = settings
+        self.metrics = MetricsRegistry()
+        self.systems = Systems(settings, inmemory)
+        self.pool: WorkerPool | None = None
+        self.container: SamzaContainer | None = None
+        self.metadata: CoordinatorStreamStore | None = None
+        self.run_record: RunRecord | None = None
+        self.drain_monitor: DrainMonitor | None = None
+        self.drained = False  # the run ended with a drain
+        self._freeze_gc = freeze_gc_after_start
+        self._unconfigured_sends_to = unconfigured_sends_to
+        self._stop_requested = False
+        self._main: asyncio.Task[None] | None = None
+
+    @property
+    def run_loop(self) -> RunLoop | None:
+        """The container's run loop, once the container exists."""
+        return self.container.run_loop if self.container is not None else None
+
+    @property
+    def inmemory(self) -> dict[str, InMemoryStreams]:
+        return self.systems.inmemory
+
+    def stop(self) -> None:
+        """Stop: a running container finishes its in-flight work and commits; during start-up,
+        start-up is abandoned (``run`` returns without a final commit: nothing was processed)."""
+        self._stop_requested = True
+        if self.run_loop is not None and self.container is not None and self.container.tasks:
+            self.run_loop.request_shutdown()
+        elif self._main is not None:
+            self._main.cancel()
+
+    # -- run ------------------------------------------------------------------------------------
+    async def run(self, handle_signals: bool = False) -> None:
+        """Run until the job stops. ``handle_signals``: SIGTERM and SIGINT stop the processor as
+        ``stop()`` does; a second one exits the process at once (for the process's owner: the CLI)."""
+        self._main = asyncio.current_task()
+        if handle_signals:
+            self._handle_signals()
+        try:
+            await self._run()
+        except asyncio.CancelledError:
+            if not self._stop_requested:
+                raise
+            log.info("stopped during start-up")
+        except Exception as e:
+            await self._end_run(RunState.FAILED, f"failed: {e}")
+            raise
+        finally:
+            if self.drain_monitor is not None:
+                self.drain_monitor.stop()
+            await asyncio.to_thread(self.systems.stop)
+
+    def _handle_signals(self) -> None:
+        loop = asyncio.get_running_loop()
+        seen = 0
+
+        def on_signal(signum: int) -> None:
+            nonlocal seen
+            seen += 1
+            if seen > 1:
+                os.write(2, f"samzamp: second {signal.Signals(signum).name}: exiting at once\n".encode())
+                os._exit(128 + signum)
+            log.info("%s: stopping (send it again to exit at once)", signal.Signals(signum).name)
+            self.stop()
+
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, on_signal, sig)
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        started = time.monotonic()
+        st = self.settings
+        for warning in st.warnings:
+            log.warning("%s", warning)
+        task_class = load_task_class(st.task.task_class)
+        if st.pool_size >= 2 and issubclass(task_class, AsyncStreamTask):
+            log.info(
+                "job.container.thread.pool.size applies to synchronous tasks; this AsyncStreamTask runs on the loop"
+            )
+        elif st.pool_size >= 2:
+            # Start the workers first: they import while this process connects to Kafka.
+            self.pool = WorkerPool(st.pool_size, st.worker_ring_bytes, loop, self.metrics, self._on_pool_failure)
+            self.pool.spawn()
+        try:
+            systems = self.systems
+            systems.start()
+            checkpoints = TopicCheckpointManager(
+                systems.admins[st.checkpoint_system],
+                systems.producer_for_metadata(st.checkpoint_system),
+                st.checkpoint_topic,
+                st.grouper,
+                st.checkpoint_replication_factor,
+                st.checkpoint_segment_bytes,
+                st.checkpoint_validation,
+            )
+            await asyncio.to_thread(systems.create_streams)
+            await asyncio.to_thread(checkpoints.create_topic)
+            await self._start_run()
+            model = await asyncio.to_thread(PassthroughJobCoordinator(st, systems.admins).job_model)
+            await asyncio.to_thread(systems.create_changelogs, len(model.tasks))
+            if self.pool is not None:
+                await self.pool.start(systems.worker_config())
+                self.pool.time_calls(st.task.callback_timeout_ms, "task.callback.timeout.ms")
+            container = self.container = SamzaContainer(
+                st,
+                systems,
+                checkpoints,
+                self.metrics,
+                task_class,
+                loop,
+                pool=self.pool,
+                unconfigured_sends_to=self._unconfigured_sends_to,
+            )
+            await container.start(model)
+            self.metrics.gauge("SamzaContainerMetrics", "container-startup-time").set(
+                round(time.monotonic() - started, 3)
+            )
+            await self._start_drain_monitor(container.run_loop)
+            if self._freeze_gc:
+                freeze_start_up()  # before the fetch thread starts: no buffered message is frozen
+            if self._stop_requested:  # a signal during start-up: stop before processing anything
+                container.run_loop.request_shutdown()
+            reporter = loop.create_task(self._report_metrics()) if st.metrics_log_interval_ms > 0 else None
+            try:
+                await container.run()
+            finally:
+                if reporter is not None:
+                    reporter.cancel()
+                if self.drain_monitor is not None:
+                    self.drain_monitor.stop()
+            if self.pool is not None:
+                await self.pool.stop()  # closes every task in its worker
+            self.drained = container.run_loop.drain_complete
+            if self.drained:
+                await self._finish_drain()
+            else:
+                await self._end_run(RunState.STOPPED, "stopped")
+        finally:
+            if self.pool is not None:
+                self.pool.kill()
+
+    def _on_pool_failure(self, error: BaseException) -> None:
+        if self.container is not None:
+            self.container.on_pool_failure(error)
+        else:
+            log.error("%s", error)
+
+    # -- the run record and drains --------------------------------------------------------------
+    async def _start_run(self) -> None:
+        """Create the coordinator stream and publish this processor's run id."""
+        st = self.settings
+        system = st.coordinator_system
+        # Metadata writes happen at start and at the end, never while checkpoints are written.
+        self.metadata = CoordinatorStreamStore(
+            self.systems.admins[system],
+            self.systems.producer_for_metadata(system),
+            st.coordinator_topic,
+            st.coordinator_replication_factor,
+        )
+        await asyncio.to_thread(self.metadata.create_topic)
+        record, how = await asyncio.to_thread(start_run, self.metadata.namespace(RUN_NAMESPACE), st.run_id)
+        self.run_record = record
+        self.metrics.gauge("SamzaContainerMetrics", "run-id").set(record.run_id)
+        log.info("job %s-%s: run id %s (%s)", st.name, st.id, record.run_id, how)
+
+    async def _end_run(self, state: RunState, why: str) -> None:
+        """Record in the metadata store how this run ended (best effort on failure paths)."""
+        if self.metadata is None or self.run_record is None:
+            return
+        store = self.metadata.namespace(RUN_NAMESPACE)
+        try:
+            self.run_record = await asyncio.to_thread(end_run, store, self.run_record, state)
+            log.info("run %s %s", self.run_record.run_id, why)
+        except Exception as e:
+            log.warning("could not record that run %s %s: %s", self.run_record.run_id, why, e)
+
+    async def _start_drain_monitor(self, run_loop: RunLoop) -> None:
+        st = self.settings
+        if not st.drain_monitor_enabled or self.metadata is None or self.run_record is None:
+            return
+        self.drain_monitor = DrainMonitor(
+            self.metadata.namespace(DRAIN_NAMESPACE),
+            self.run_record.run_id,
+            st.drain_monitor_poll_ms,
+            lambda n: run_loop.drain(n.uuid),
+        )
+        await self.drain_monitor.start()
+
+    async def _finish_drain(self) -> None:
+        """The run drained: delete its notifications (so a tool sees it done) and record it."""
+        assert self.metadata is not None
+        assert self.run_record is not None
+        store = self.metadata.namespace(DRAIN_NAMESPACE)
+        run_id = self.run_record.run_id
+        # The run is recorded as drained first: should the clean-up fail, a restart then starts a
+        # new run, for which the leftover notification is stale.
+        await self._end_run(RunState.DRAINED, "drained")
+        try:
+            removed = await asyncio.to_thread(cleanup, store, run_id)
+        except Exception as e:
+            log.warning("drain complete, but its notification of run %s could not be deleted: %s", run_id, e)
+            return
+        log.info("drain complete: removed %d drain notification(s) of run %s", removed, run_id)
+
+    async def _report_metrics(self) -> None:
+        period = self.settings.metrics_log_interval_ms / 1000
+        while True:
+            await asyncio.sleep(period)
+            log.info("metrics %s", json.dumps(self.metrics.snapshot(), default=str, sort_keys=True))
