@@ -108,7 +108,9 @@ class SamzaContainer:
     async def apply(self, model: JobModel) -> None:
         """Move to ``model``: stop the tasks that leave, then start the tasks that arrive; the
         others run on untouched. One apply at a time; a model no newer than the current one, or
-        one applied while the container drains or stops, is refused (ValueError)."""
+        one applied while the container drains or stops, is refused (ValueError). A failure while
+        tasks stop or start (a final commit, a restore, an init) fails the container as well as
+        the caller: half a model is never run, and a restart resumes from the checkpoints."""
         async with self._applying:
             if model.generation <= self.job_model.generation:
                 raise ValueError(
@@ -120,10 +122,14 @@ class SamzaContainer:
             current = self.job_model.tasks
             leaving = sorted(n for n, t in current.items() if not same_task(t, model.tasks.get(n)))
             arriving = sorted(n for n, t in model.tasks.items() if not same_task(t, current.get(n)))
-            if leaving:
-                await self._stop_tasks(leaving)
-            if arriving:
-                await self._start_tasks([model.tasks[n] for n in arriving])
+            try:
+                if leaving:
+                    await self._stop_tasks(leaving)
+                if arriving:
+                    await self._start_tasks([model.tasks[n] for n in arriving])
+            except Exception as e:
+                loop.abort(e)
+                raise
             self.job_model = model
             log.info(
                 "job model generation %d: %d tasks (%d left, %d arrived)",
@@ -142,7 +148,7 @@ class SamzaContainer:
             if isinstance(t, WorkerTaskProxy):
                 await t.stop()
             else:
-                await asyncio.to_thread(t.close)  # the task, then its stores
+                t.close()  # the task, then its stores: on the loop thread, as at shutdown
             del self.tasks[t.name]
             self._remove_metrics(t)
 

@@ -13,6 +13,7 @@ import msgspec
 import pytest
 
 from samzamp import ClosableTask, InitableTask, StreamTask
+from samzamp.api.errors import TaskError
 from samzamp.config import load_config, validate
 from samzamp.coordinator.job_model import JobModel
 from samzamp.processor.stream_processor import StreamProcessor
@@ -25,9 +26,13 @@ CHANGED = threading.Condition()
 class Tenured(StreamTask, InitableTask, ClosableTask):
     """Records ("I", task, id) at init, ("P", task, id, offset) per message, ("E", task, id) at close."""
 
+    fail_init = False
+
     def init(self, context: Any) -> None:
         self.name = context.task_name
         self.id = id(self)
+        if Tenured.fail_init:
+            raise RuntimeError("init failed on purpose")
         _event("I", self.name, self.id)
 
     def process(self, envelope: Any, collector: Any, coordinator: Any) -> None:
@@ -117,3 +122,31 @@ def test_a_task_leaves_and_comes_back_where_its_checkpoint_left_it() -> None:
     assert [e[0] for e in p1] == ["I", "E", "I", "E"]
     p0 = [e[0] for e in EVENTS if e[1] == "Partition 0" and e[0] in "IE"]
     assert p0 == ["I", "E"]  # untouched by both applies
+
+
+def test_a_task_that_cannot_start_fails_the_container_not_only_the_apply() -> None:
+    EVENTS.clear()
+    streams = InMemoryStreams()
+    streams.create("in", 2)
+    _append(streams, 0, 3)
+    _append(streams, 1, 3)
+    processor = _processor(streams)
+
+    async def main() -> None:
+        run = asyncio.create_task(processor.run())
+        await _until(lambda: len(_processed("Partition 0")) == 3 and len(_processed("Partition 1")) == 3)
+        container = processor.container
+        assert container is not None
+        full = container.job_model
+        await container.apply(full.only(["Partition 0"], generation=2))
+        Tenured.fail_init = True
+        try:
+            with pytest.raises(TaskError, match="init failed on purpose"):
+                await container.apply(JobModel(3, dict(full.tasks)))
+        finally:
+            Tenured.fail_init = False
+        # Half a model is never run: the processor fails too, with the same error.
+        with pytest.raises(TaskError, match="init failed on purpose"):
+            await asyncio.wait_for(run, 10)
+
+    asyncio.run(main())
