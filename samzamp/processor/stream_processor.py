@@ -86,10 +86,11 @@ class StreamProcessor:
         """Stop: a running container finishes its in-flight work and commits; during start-up,
         start-up is abandoned (``run`` returns without a final commit: nothing was processed)."""
         self._stop_requested = True
-        if self.run_loop is not None and self.container is not None and self.container.tasks:
-            self.run_loop.request_shutdown()
+        if self.container is not None and self.container.tasks:
+            self.container.run_loop.request_shutdown()
         elif self._main is not None:
             self._main.cancel()
+        # Else run() has not begun: it stops once started (see _run).
 
     # -- run ------------------------------------------------------------------------------------
     async def run(self, handle_signals: bool = False) -> None:
