@@ -88,6 +88,12 @@ KEYS: tuple[KeySpec, ...] = (
         "GroupByPartition",
         "How SSPs become tasks: GroupByPartition or GroupBySystemStreamPartition.",
     ),
+    KeySpec(
+        "job.systemstreampartition.input.expansion.enabled",
+        "bool",
+        True,
+        "A new partition of an input joins the task of partition (new % old count): the job keeps its tasks.",
+    ),
     KeySpec("job.coordinator.factory", "passthrough|zk", "passthrough", "passthrough (one container) or zk."),
     KeySpec("job.logged.store.base.dir", "str", None, "Base directory of changelogged stores."),
     KeySpec("job.non-logged.store.base.dir", "str", None, "Base directory of stores without a changelog."),
@@ -191,6 +197,12 @@ KEYS: tuple[KeySpec, ...] = (
         "bool",
         True,
         "Restore stores to the last checkpoint and revert changelog writes no checkpoint covers.",
+    ),
+    KeySpec(
+        "task.transactional.state.retain.existing.state",
+        "bool",
+        True,
+        "A store whose task has no checkpoint keeps its state (false: erase it, writing tombstones).",
     ),
     # app
     KeySpec("app.name", "str", None, "Samza's application name: job.name defaults to it; if both are set they agree."),

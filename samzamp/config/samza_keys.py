@@ -195,11 +195,6 @@ SAMZA_KEYS: tuple[SamzaKey, ...] = (
         "checkpointing stores with the input offsets",
         "samzamp always does; task.transactional.state.restore.enabled decides how stores are restored",
     ),
-    SamzaKey(
-        "task.transactional.state.retain.existing.state",
-        "keeping local store files at restore",
-        "samzamp restores by task.transactional.state.restore.enabled",
-    ),
     # app
     SamzaKey(
         "app.class",

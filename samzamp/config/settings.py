@@ -136,6 +136,8 @@ class JobSettings:
     logged_store_base_dir: str = "state"
     non_logged_store_base_dir: str = "state"
     transactional_restore: bool = True
+    retain_existing_state: bool = True  # a store without a checkpointed marker keeps its changelog's state
+    input_expansion: bool = True  # new input partitions join old tasks (newPartition % oldCount)
     coordinator_system: str = ""
     coordinator_topic: str = ""
     coordinator_replication_factor: int = 1
@@ -253,6 +255,8 @@ class JobSettings:
             logged_store_base_dir=config.get_str("job.logged.store.base.dir") or "state",
             non_logged_store_base_dir=config.get_str("job.non-logged.store.base.dir") or "state",
             transactional_restore=config.get_bool("task.transactional.state.restore.enabled", True),
+            retain_existing_state=config.get_bool("task.transactional.state.retain.existing.state", True),
+            input_expansion=config.get_bool("job.systemstreampartition.input.expansion.enabled", True),
             systems=systems,
             serializers=serializers,
             coordinator_system=coordinator_system,

@@ -175,10 +175,18 @@ class RunLoop:
 
     def add_task(self, ti: RunLoopTask) -> None:
         """Take a task on, before ``run`` or while it runs (then its timers start now). Its SSPs must
-        not be in the consumers yet: the loop must know their task before one of them is chosen."""
+        not be in the consumers yet: the loop must know their task before one of them is chosen.
+
+        A task with changelogged stores commits before it processes anything (Samza commits once at
+        start under transactional state): its first checkpoint records the cut of the state it was
+        restored to, so a kill before its first timed commit reverts what it wrote since. Without
+        that checkpoint the restart would see no checkpoint at all, which means "keep the state"
+        (task.transactional.state.retain.existing.state), and count those inputs twice."""
         if any(ssp in self._by_ssp for ssp in ti.ssps):
             taken = sorted(str(s) for s in ti.ssps if s in self._by_ssp)
             raise ValueError(f"task {ti.name!r}: its input {taken} belongs to a task already running here")
+        if ti.logged_stores:
+            ti.state.need_commit = True
         self.tasks.append(ti)
         for ssp in ti.ssps:
             self._by_ssp[ssp] = ti

@@ -3,8 +3,11 @@
 Restore of a changelogged store, transactional (task.transactional.state.restore.enabled, the default;
 samzamp follows Samza's way, not Quix's offset headers):
 
-1. ``C``: the changelog offset the task's last checkpoint records for the store (-1: none, so the
-   store is empty at the cut).
+1. ``C``: the changelog offset the task's last checkpoint records for the store (-1: the store was
+   empty at the cut). A checkpoint without a marker for the store (none at all: a new task, a lost
+   checkpoint topic, a changed job.id) records no cut, so nothing is reverted: the store keeps the
+   state its changelog holds, as Samza's task.transactional.state.retain.existing.state (default
+   true) does, with a warning; with that key false the store is erased (C = -1).
 2. The local store directory is trusted (host affinity) when its LMDB data and its OFFSET file agree
    on an offset ``L`` with ``L <= C``, for this changelog partition. Then only the records in
    ``(L, C]`` are replayed; otherwise the directory is wiped and ``[oldest, C]`` is replayed.
@@ -128,8 +131,7 @@ class TaskStorage:
             return RestoreReport(st.name, self.task_name, 0, 0, False, None, -1, 0.0)
 
         cl = st.changelog
-        transactional = self._settings.transactional_restore
-        cut = int(markers.get(st.name, "-1")) if transactional else None
+        cut, retained = self._cut(st.name, markers)
         cl_name = self._changelog_name(cl)
         engine = LmdbEngine(path, st.map_size, st.sync)
         local = engine.changelog_offset()
@@ -170,6 +172,16 @@ class TaskStorage:
         else:
             engine.apply([], offset)
         reverted = self._revert_uncommitted(engine, cl, cut) if cut is not None else 0
+        if retained and offset >= 0:
+            log.warning(
+                "store %r of task %r: no checkpoint records its changelog offset (a new task, a lost checkpoint "
+                "topic or a changed job.id); kept its state as the changelog %s holds it, to offset %d, and "
+                "reverted nothing (task.transactional.state.retain.existing.state = false would erase it)",
+                st.name,
+                self.task_name,
+                cl_name,
+                offset,
+            )
         engine.sync()
         write_offset_file(path, cl_name, offset)
         self._offsets[st.name] = offset
@@ -191,6 +203,20 @@ class TaskStorage:
             reverted,
         )
         return report
+
+    def _cut(self, store: str, markers: dict[str, str]) -> tuple[int | None, bool]:
+        """The changelog offset to restore the store to (None: the changelog's end, reverting
+        nothing), and whether that is because the checkpoint has no marker for the store and its
+        existing state is retained. A missing marker is not an empty store: only a marker of -1
+        says the store was empty at the cut."""
+        if not self._settings.transactional_restore:
+            return None, False
+        marker = markers.get(store)
+        if marker is not None:
+            return int(marker), False
+        if self._settings.retain_existing_state:
+            return None, True
+        return -1, False
 
     def _revert_uncommitted(self, engine: LmdbEngine, cl: SystemStream, cut: int) -> int:
         from samzamp.systems.kafka.changelog import read_changelog
