@@ -256,19 +256,32 @@ class SamzaContainer:
     def _starting_offsets(
         self, ssps: list[SystemStreamPartition], checkpointed: dict[SystemStreamPartition, int]
     ) -> dict[SystemStreamPartition, StartOffset]:
+        """Where each SSP starts: after its checkpoint, else at samza.offset.default. A checkpoint
+        past the partition's end (the topic was recreated or truncated) starts at the oldest
+        message, as Kafka's out-of-range reset would; checked here because not every broker
+        answers such a fetch with an out-of-range error (Tansu returns nothing, forever)."""
         starts: dict[SystemStreamPartition, StartOffset] = {}
-        upcoming: dict[str, list[SystemStreamPartition]] = {}
+        ends_needed: dict[str, list[SystemStreamPartition]] = {}
         for ssp in ssps:
             stream = self.settings.stream(ssp.system_stream)
             if ssp in checkpointed and not stream.reset_offset:
                 starts[ssp] = checkpointed[ssp] + 1
             elif stream.offset_default == OLDEST:
                 starts[ssp] = OLDEST
-            else:
-                upcoming.setdefault(ssp.system, []).append(ssp)
-        for system, pending in upcoming.items():
+                continue
+            ends_needed.setdefault(ssp.system, []).append(ssp)
+        for system, pending in ends_needed.items():
             for ssp, end in self.systems.admins[system].end_offsets(pending).items():
-                starts[ssp] = end
+                start = starts.setdefault(ssp, end)
+                if isinstance(start, int) and start > end:
+                    log.warning(
+                        "%s: the checkpoint says offset %d was processed, but the partition ends at offset %d "
+                        "(the topic was recreated or truncated); starting from its oldest message",
+                        ssp,
+                        start - 1,
+                        end,
+                    )
+                    starts[ssp] = OLDEST
         return starts
 
     def _register_lag_gauges(self, t: Task) -> None:

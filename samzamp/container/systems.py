@@ -11,7 +11,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from samzamp.api.envelope import SystemStream
-from samzamp.api.errors import SystemFailureError
+from samzamp.api.errors import ConfigError, SystemFailureError
 from samzamp.config.settings import JobSettings
 from samzamp.extras import EMBEDDED, require
 from samzamp.systems.base import SystemAdmin, SystemConsumer, SystemProducer
@@ -23,6 +23,8 @@ from samzamp.systems.inmemory.system import (
 )
 
 if TYPE_CHECKING:
+    from samzamp.coordinator.job_model import JobModel
+    from samzamp.coordinator.task_history import TaskHistory
     from samzamp.systems.kafka.changelog import ChangelogProducer
     from samzamp.systems.kafka.client_config import KafkaClientSettings
 
@@ -140,20 +142,39 @@ class Systems:
                 f"input stream {names} does not exist; create it, or set streams.<id>.partitions so samzamp creates it"
             )
 
-    def create_changelogs(self, tasks: int) -> None:
-        """Each changelog topic: compacted, one partition per task (created when missing)."""
+    def create_changelogs(self, model: JobModel, history: TaskHistory) -> None:
+        """Each changelog topic: compacted, created when missing with a partition for every task
+        the job has had (``history``). One that exists must have a partition for every task of
+        ``model``: else ConfigError, before anything is restored or written."""
         st = self.settings
+        partitions = max(history.changelog.values(), default=-1) + 1
+        needs = max((t.changelog_partition for t in model.tasks.values()), default=-1) + 1
         for store in st.stores.values():
             if store.changelog is None:
                 continue
             admin = self.admins[store.changelog.system]
-            if store.changelog.stream in admin.partition_counts([store.changelog.stream]):
-                continue
-            prefix = f"stores.{store.name}.changelog.kafka."
-            configs = {"cleanup.policy": "compact"}
-            configs.update({k[len(prefix) :]: str(v) for k, v in st.config.items() if k.startswith(prefix)})
-            rf = st.systems[store.changelog.system].replication_factor
-            admin.create_stream(store.changelog.stream, tasks, rf, configs)
+            topic = store.changelog.stream
+            have = admin.partition_counts([topic]).get(topic)
+            if have is None:
+                prefix = f"stores.{store.name}.changelog.kafka."
+                configs = {"cleanup.policy": "compact"}
+                configs.update({k[len(prefix) :]: str(v) for k, v in st.config.items() if k.startswith(prefix)})
+                rf = st.systems[store.changelog.system].replication_factor
+                admin.create_stream(topic, max(partitions, 1), rf, configs)
+            elif have < needs:
+                short = sorted(
+                    (t for t in model.tasks.values() if t.changelog_partition >= have),
+                    key=lambda t: t.changelog_partition,
+                )
+                raise ConfigError(
+                    f"stores.{store.name}.changelog",
+                    f"changelog topic {store.changelog} of store {store.name!r} has {have} partitions, but the job "
+                    f"needs {needs}: task(s) {', '.join(repr(t.name) for t in short[:3])}"
+                    f"{' ...' if len(short) > 3 else ''} keep their state in partition(s) "
+                    f"{', '.join(str(t.changelog_partition) for t in short[:3])}. Add partitions to the topic "
+                    f"(to {needs}), or, if the input has more partitions than before, set "
+                    "job.systemstreampartition.input.expansion.enabled = true so they join the existing tasks",
+                )
 
     def stop(self) -> None:
         producers: list[Any] = [*self.producers.values()]

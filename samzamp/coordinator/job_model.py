@@ -12,9 +12,10 @@ from collections.abc import Iterable
 import msgspec
 
 from samzamp.api.envelope import SystemStreamPartition
-from samzamp.coordinator.grouper import group
+from samzamp.coordinator.grouper import expand, group, task_order
+from samzamp.coordinator.task_history import TaskHistory, assign_changelog_partitions
 
-__all__ = ["JobModel", "TaskModel", "changelog_partitions", "job_model"]
+__all__ = ["JobModel", "TaskModel", "job_model"]
 
 
 class TaskModel(msgspec.Struct, frozen=True):
@@ -43,18 +44,28 @@ class JobModel(msgspec.Struct, frozen=True):
         return JobModel(generation, {n: t for n, t in self.tasks.items() if n in keep})
 
 
-def changelog_partitions(task_names: Iterable[str]) -> dict[str, int]:
-    """Which changelog partition holds which task's state (Samza's rule, JobModelCalculator): the
-    task names sorted, the n-th task gets partition n; a changelog has one partition per task.
-    (Samza also keeps the mapping in its coordinator stream, so that new tasks never move old ones.)"""
-    return {name: i for i, name in enumerate(sorted(task_names))}
+def job_model(
+    grouper: str,
+    ssps: Iterable[SystemStreamPartition],
+    history: TaskHistory | None = None,
+    *,
+    expansion: bool = True,
+    generation: int = 1,
+) -> tuple[JobModel, TaskHistory]:
+    """The job model of one processor that owns every task, and the task history it implies.
 
-
-def job_model(grouper: str, ssps: Iterable[SystemStreamPartition], generation: int = 1) -> JobModel:
-    """The job model of one processor that owns every task: ``grouper``'s tasks over ``ssps``, each
-    task's SSPs in sorted order, changelog partitions by sorted task name."""
-    grouped = group(grouper, ssps)
+    ``grouper``'s tasks over ``ssps`` (with ``expansion``, a stream's new partitions join the tasks
+    ``history`` says its old ones had: ``grouper.expand``), each task's SSPs in sorted order, each
+    task's changelog partition as ``history`` recorded it, new tasks on the next free partitions.
+    The history returned is ``history`` plus the new tasks and SSPs: record it (``task_history``)
+    before anything is written to a changelog partition it assigns.
+    """
+    history = history or TaskHistory()
+    grouped = expand(grouper, ssps, history.ssp_tasks) if expansion else group(grouper, ssps)
+    changelog = assign_changelog_partitions(history.changelog, grouped)
+    owners = {ssp: name for name, members in grouped.items() for ssp in members}
+    owners.update(history.ssp_tasks)  # an SSP's first task is the one recorded, whatever comes after
     tasks = {
-        name: TaskModel(name, tuple(sorted(grouped[name])), partition) for partition, name in enumerate(sorted(grouped))
+        name: TaskModel(name, tuple(sorted(grouped[name])), changelog[name]) for name in sorted(grouped, key=task_order)
     }
-    return JobModel(generation, tasks)
+    return JobModel(generation, tasks), TaskHistory(owners, changelog)

@@ -69,6 +69,9 @@ class MetadataStore(Protocol):
     def put(self, key: str, value: bytes) -> None:
         """Write ``value``; durable when this returns."""
 
+    def put_all(self, values: dict[str, bytes]) -> None:
+        """Write every value; all are durable when this returns."""
+
     def delete(self, key: str) -> None:
         """Delete ``key``; durable when this returns."""
 
@@ -115,12 +118,18 @@ class CoordinatorStreamStore:
 
     def write(self, namespace: str, key: str, value: bytes | None) -> None:
         """Write (or with ``None`` delete) one record and wait for the acknowledgement."""
-        self._producer.send(self.topic, encode_coordinator_key(namespace, key), value, 0, None)
+        self.write_all(namespace, {key: value})
+
+    def write_all(self, namespace: str, values: dict[str, bytes | None]) -> None:
+        """Write (``None``: delete) records, in order, and wait for the acknowledgement of all."""
+        for key, value in values.items():
+            self._producer.send(self.topic, encode_coordinator_key(namespace, key), value, 0, None)
         remaining = self._producer.flush(ACK_TIMEOUT_S)
         errors = self._producer.take_errors()
         if remaining or errors:
             why = errors[0] if errors else f"no acknowledgement within {ACK_TIMEOUT_S:.0f} s"
-            raise SystemFailureError(f"writing {namespace}/{key} to the coordinator stream {self.topic}: {why}")
+            keys = ", ".join(values) if len(values) <= 3 else f"{len(values)} keys"
+            raise SystemFailureError(f"writing {namespace}/{keys} to the coordinator stream {self.topic}: {why}")
 
 
 class NamespacedStore:
@@ -135,6 +144,9 @@ class NamespacedStore:
 
     def put(self, key: str, value: bytes) -> None:
         self._stream.write(self.namespace, key, value)
+
+    def put_all(self, values: dict[str, bytes]) -> None:
+        self._stream.write_all(self.namespace, dict(values))
 
     def delete(self, key: str) -> None:
         self._stream.write(self.namespace, key, None)

@@ -1,30 +1,76 @@
 """The job coordinator of a job with one processor: that processor owns every task.
 
 Samza's PassthroughJobCoordinator: no election and no other processors, so the job model is what
-the grouper makes of the inputs' partitions, published once at start.
+the grouper makes of the inputs' partitions, published once at start. The tasks' history (the
+task of each input partition, the changelog partition of each task) is read from the job's
+metadata store, so that a task keeps its changelog partition and, with input expansion, a new
+partition joins an old task (``job_model.job_model``).
 """
 
 from __future__ import annotations
 
+import logging
+
 from samzamp.api.envelope import SystemStreamPartition
 from samzamp.config.settings import JobSettings
+from samzamp.coordinator.grouper import task_order
 from samzamp.coordinator.job_model import JobModel, job_model
+from samzamp.coordinator.metadata_store import CoordinatorStreamStore
+from samzamp.coordinator.task_history import (
+    CHANGELOG_NAMESPACE,
+    SSP_NAMESPACE,
+    TaskHistory,
+    read_task_history,
+    record_task_history,
+)
 from samzamp.systems.base import SystemAdmin
 
-__all__ = ["PassthroughJobCoordinator"]
+__all__ = ["PassthroughJobCoordinator", "input_partitions"]
+
+log = logging.getLogger(__name__)
+
+
+def input_partitions(settings: JobSettings, admins: dict[str, SystemAdmin]) -> list[SystemStreamPartition]:
+    """Every partition of every input, as the admins see them now."""
+    ssps: list[SystemStreamPartition] = []
+    for ss in settings.task.inputs:
+        n = admins[ss.system].partition_counts([ss.stream]).get(ss.stream, 0)
+        ssps.extend(SystemStreamPartition(ss.system, ss.stream, p) for p in range(n))
+    return ssps
 
 
 class PassthroughJobCoordinator:
-    """Builds the one job model of a single-processor job from the inputs' partition counts."""
+    """Builds the one job model of a single-processor job; ``record`` keeps its task history."""
 
-    def __init__(self, settings: JobSettings, admins: dict[str, SystemAdmin]) -> None:
+    def __init__(self, settings: JobSettings, admins: dict[str, SystemAdmin], metadata: CoordinatorStreamStore) -> None:
         self._settings = settings
         self._admins = admins
+        self._metadata = metadata
+        self._history = TaskHistory()
 
-    def job_model(self) -> JobModel:
-        """Every input partition grouped into tasks by job.systemstreampartition.grouper.factory."""
-        ssps: list[SystemStreamPartition] = []
-        for ss in self._settings.task.inputs:
-            n = self._admins[ss.system].partition_counts([ss.stream])[ss.stream]
-            ssps.extend(SystemStreamPartition(ss.system, ss.stream, p) for p in range(n))
-        return job_model(self._settings.grouper, ssps)
+    def job_model(self) -> tuple[JobModel, TaskHistory]:
+        """The job model over the inputs' partitions now, and the task history it implies."""
+        st = self._settings
+        known = self._history = read_task_history(
+            self._metadata.namespace(CHANGELOG_NAMESPACE), self._metadata.namespace(SSP_NAMESPACE)
+        )
+        model, history = job_model(st.grouper, input_partitions(st, self._admins), known, expansion=st.input_expansion)
+        if known.changelog:
+            for name, task in model.tasks.items():
+                joined = [str(s) for s in task.ssps if s not in known.ssp_tasks]
+                if joined and name in known.changelog:
+                    log.info("%s joined task %r, which keeps its state", ", ".join(joined), name)
+            new = sorted(set(model.tasks) - set(known.changelog), key=task_order)
+            if new:
+                log.info("new tasks %s take changelog partitions %s", new, [history.changelog[n] for n in new])
+        return model, history
+
+    def record(self, history: TaskHistory) -> None:
+        """Write what ``history`` adds to the one read by ``job_model`` to the metadata store."""
+        record_task_history(
+            self._metadata.namespace(CHANGELOG_NAMESPACE),
+            self._metadata.namespace(SSP_NAMESPACE),
+            self._history,
+            history,
+        )
+        self._history = history

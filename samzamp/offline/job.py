@@ -1,8 +1,8 @@
 """What an offline job needs to know about one store of a job, read from the job's config and Kafka.
 
 ``resolve_store`` turns (config, store name) into a ``StoreJob``: the changelog topic and how to
-reach it, the job's tasks with their changelog partitions (Samza's rule: the task names sorted,
-the n-th gets partition n) and their store directories. ``read_cuts`` reads each task's restore
+reach it, the job's tasks with their changelog partitions (as the container finds them: from the
+task history its runs recorded in the coordinator stream) and their store directories. ``read_cuts`` reads each task's restore
 cut from the checkpoint topic. ``spark_session`` starts Spark the way samzamp's offline jobs run it.
 
 Nothing here starts the embedded broker: it is memory-only, so a fresh one never holds a changelog.
@@ -25,8 +25,9 @@ from samzamp.commit.topic_checkpoint import TopicCheckpointManager
 from samzamp.config.config import Config
 from samzamp.config.schema import check_keys
 from samzamp.config.settings import JobSettings
-from samzamp.coordinator.grouper import group
-from samzamp.coordinator.job_model import changelog_partitions
+from samzamp.coordinator.job_model import job_model
+from samzamp.coordinator.metadata_store import CoordinatorStreamStore
+from samzamp.coordinator.task_history import CHANGELOG_NAMESPACE, SSP_NAMESPACE, TaskHistory, read_task_history
 from samzamp.offline.changelog import ChangelogSource
 from samzamp.storage.dirs import store_dir
 from samzamp.systems.kafka import KafkaClientSettings, KafkaSystemAdmin
@@ -99,7 +100,7 @@ def resolve_store(config: Config, store: str) -> StoreJob:
         )
     source = ChangelogSource(system, topic, _clients(settings, system, f"read the changelog of store {store!r}"))
 
-    # The tasks, as the container groups them: partitions of every input, through the job's grouper.
+    # The tasks, as the container groups them: the job's task history, then the grouper.
     ssps: list[SystemStreamPartition] = []
     for ss in settings.task.inputs:
         if settings.systems[ss.system].factory != "kafka":
@@ -108,22 +109,35 @@ def resolve_store(config: Config, store: str) -> StoreJob:
         if ss.stream not in counts:
             raise OfflineError(f"input stream {ss} does not exist, so the job's tasks cannot be known")
         ssps.extend(SystemStreamPartition(ss.system, ss.stream, p) for p in range(counts[ss.stream]))
-    task_names = group(settings.grouper, ssps)
+    model, _ = job_model(settings.grouper, ssps, _task_history(settings), expansion=settings.input_expansion)
     base = Path(settings.logged_store_base_dir)
     tasks = tuple(
         sorted(
-            (TaskStore(name, p, store_dir(base, store, name)) for name, p in changelog_partitions(task_names).items()),
+            (TaskStore(t.name, t.changelog_partition, store_dir(base, store, t.name)) for t in model.tasks.values()),
             key=lambda t: t.partition,
         )
     )
     counts = KafkaSystemAdmin(source.kafka).partition_counts([topic])
     n = counts.get(topic)
-    if n is not None and n < len(tasks):
+    needs = tasks[-1].partition + 1 if tasks else 0
+    if n is not None and n < needs:
         raise OfflineError(
-            f"changelog {system}.{topic} of store {store!r} has {n} partitions, but the job has {len(tasks)} tasks "
-            "(one changelog partition per task); is this the right changelog?"
+            f"changelog {system}.{topic} of store {store!r} has {n} partitions, but task {tasks[-1].task_name!r} "
+            f"keeps its state in partition {needs - 1}; is this the right changelog?"
         )
     return StoreJob(settings, store, source, tasks, n)
+
+
+def _task_history(settings: JobSettings) -> TaskHistory:
+    """The task history the job's containers recorded (empty if none ran yet), read, never written."""
+    system = settings.coordinator_system
+    if settings.systems[system].factory != "kafka":
+        return TaskHistory()
+    admin = KafkaSystemAdmin(_clients(settings, system, "read the job's task history"))
+    metadata = CoordinatorStreamStore(admin, _NoProducer(), settings.coordinator_topic)
+    if not metadata.exists():
+        return TaskHistory()
+    return read_task_history(metadata.namespace(CHANGELOG_NAMESPACE), metadata.namespace(SSP_NAMESPACE))
 
 
 class _NoProducer:

@@ -1,7 +1,9 @@
 """Bulk restore with Spark: every task's store directory rebuilt at its checkpointed cut, in parallel.
 
 The cut of a task is the changelog offset C its last checkpoint covers for the store
-(``state_markers[store]``; no checkpoint or no marker: C = -1, an empty store). A restored store
+(``state_markers[store]``; no checkpoint or no marker: C = -1, an empty store, on which the
+container, keeping existing state (task.transactional.state.retain.existing.state), replays the
+whole changelog). A restored store
 holds exactly the changelog records with offset <= C (latest per key wins, a tombstone deletes):
 records after C are writes no checkpoint covers, which the container reverts itself. The LMDB data
 records C (``LmdbEngine.apply(..., changelog_offset=C)``) and so does the OFFSET file, so the
@@ -225,10 +227,13 @@ def _restore_plans(source: ChangelogSource, plans: Iterable[TaskRestore]) -> Ite
 
 
 def _restore_with_snapshot(
-    source: ChangelogSource, plans: list[TaskRestore], index: int, rows: Iterable[tuple[int, SnapshotRow]]
+    source: ChangelogSource, plans: dict[int, TaskRestore], index: int, rows: Iterable[tuple[int, SnapshotRow]]
 ) -> Iterator[TaskRestored]:
-    # Spark partition ``index`` holds the snapshot rows of changelog partition ``index`` (partitionBy below).
-    yield restore_task(source, plans[index], (row for _p, row in rows))
+    # Spark partition ``index`` holds the snapshot rows of changelog partition ``index`` (partitionBy
+    # below); a partition of a task the job no longer has is not restored.
+    plan = plans.get(index)
+    if plan is not None:
+        yield restore_task(source, plan, (row for _p, row in rows))
 
 
 def restore_stores(
@@ -244,14 +249,15 @@ def restore_stores(
     if snapshot is None:
         results = sc.parallelize(plans, n).mapPartitions(functools.partial(_restore_plans, source)).collect()
     else:
-        assert [p.partition for p in plans] == list(range(n))  # changelog_partitions: 0..n-1 in task order
+        by_partition = {p.partition: p for p in plans}
+        width = max(by_partition) + 1
         rows = (
             spark.read.parquet(str(snapshot))
-            .rdd.filter(lambda r: r["partition"] < n)
+            .rdd.filter(lambda r: r["partition"] < width)
             .map(lambda r: (int(r["partition"]), (bytes(r["key"]), bytes(r["value"]), int(r["offset"]))))
-            .partitionBy(n, lambda p: p)
+            .partitionBy(width, lambda p: p)
         )
-        results = rows.mapPartitionsWithIndex(functools.partial(_restore_with_snapshot, source, plans)).collect()
+        results = rows.mapPartitionsWithIndex(functools.partial(_restore_with_snapshot, source, by_partition)).collect()
     results.sort(key=lambda r: r.partition)
     locked = [r for r in results if r.locked]
     if locked:

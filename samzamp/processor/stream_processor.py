@@ -7,8 +7,9 @@ processor's ``SamzaContainer`` applies each (``SamzaContainer.apply``). With the
 coordinator (one processor owns every task) there is one model, published at start.
 
 Start, in Samza's order: config warnings -> worker processes spawned (they import while this
-process connects) -> systems -> missing topics created -> run id published -> job model ->
-changelog topics -> container started (checkpoints read, stores restored, tasks init'ed) -> drain
+process connects) -> systems -> missing topics created -> run id published -> job model (from the
+inputs and the task history in the metadata store) -> changelog topics created or checked -> the
+task history recorded -> container started (checkpoints read, stores restored, tasks init'ed) -> drain
 monitor -> run loop. Stop: final commit (by the run loop) -> tasks closed, in this process and in
 the workers -> how the run ended recorded (after a drain, its notifications deleted) -> producers
 flushed and stopped -> embedded broker stopped.
@@ -159,8 +160,11 @@ class StreamProcessor:
             await asyncio.to_thread(systems.create_streams)
             await asyncio.to_thread(checkpoints.create_topic)
             await self._start_run()
-            model = await asyncio.to_thread(PassthroughJobCoordinator(st, systems.admins).job_model)
-            await asyncio.to_thread(systems.create_changelogs, len(model.tasks))
+            assert self.metadata is not None
+            coordinator = PassthroughJobCoordinator(st, systems.admins, self.metadata)
+            model, history = await asyncio.to_thread(coordinator.job_model)
+            await asyncio.to_thread(systems.create_changelogs, model, history)
+            await asyncio.to_thread(coordinator.record, history)  # before a task writes to its changelog partition
             if self.pool is not None:
                 await self.pool.start(systems.worker_config())
                 self.pool.time_calls(st.task.callback_timeout_ms, "task.callback.timeout.ms")

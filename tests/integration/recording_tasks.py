@@ -191,6 +191,16 @@ class FailingInitTask(StreamTask, InitableTask):
         pass
 
 
+def _dump_store(context, store) -> None:
+    """Write the store as restored to ``<task>.<pid>.state``: a ``key value`` line each, then ``END``."""
+    d = context.config["test.record.dir"]
+    with open(os.path.join(d, f"{context.task_name.replace(' ', '_')}.{os.getpid()}.state"), "w") as f:
+        with store.all() as entries:
+            for key, value in entries:
+                f.write(f"{key} {value}\n")
+        f.write("END\n")
+
+
 class StoreCountTask(StreamTask, InitableTask, _Recorder):
     """Counts messages per word in the changelogged store "counts": message "m<i>" is word "w<i % 37>".
     Records ``P <partition> <offset>`` per processed message (after the store write). At init it
@@ -202,12 +212,7 @@ class StoreCountTask(StreamTask, InitableTask, _Recorder):
         self.counts = context.get_store("counts")
         self.shutdown_after = int(context.config.get("test.shutdown.after", 0))
         self.seen = 0
-        d = context.config["test.record.dir"]
-        with open(os.path.join(d, f"{context.task_name.replace(' ', '_')}.{os.getpid()}.state"), "w") as f:
-            with self.counts.all() as entries:
-                for word, count in entries:
-                    f.write(f"{word} {count}\n")
-            f.write("END\n")
+        _dump_store(context, self.counts)
 
     def process(self, envelope, collector, coordinator) -> None:
         self.seen += 1
@@ -364,3 +369,22 @@ class InitByNameTask(StreamTask, InitableTask, _Recorder):
 
     def process(self, envelope, collector, coordinator) -> None:
         pass
+
+
+class TaskKeyCountTask(StreamTask, InitableTask, _Recorder):
+    """Counts its messages per input partition in the changelogged store "counts", under the key
+    ``<task name with _ for spaces>|<partition>``, so a store holding another task's key shows that
+    a task was restored from another task's changelog partition. Records ``P <partition> <offset>``;
+    dumps the restored store at init, as StoreCountTask does."""
+
+    def init(self, context) -> None:
+        self._open(context)
+        self.counts = context.get_store("counts")
+        self.prefix = context.task_name.replace(" ", "_")
+        _dump_store(context, self.counts)
+
+    def process(self, envelope, collector, coordinator) -> None:
+        partition = envelope.system_stream_partition.partition
+        key = f"{self.prefix}|{partition}"
+        self.counts.put(key, (self.counts.get(key) or 0) + 1)
+        self.record(f"P {partition} {envelope.offset}")
