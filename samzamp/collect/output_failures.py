@@ -57,8 +57,8 @@ class OutputFailures:
             )
             return
         raise SystemFailureError(
-            f"cannot send an output to {ss}: {error} (fix the output or its producer settings, "
-            "or set task.drop.producer.errors=true to drop such outputs)"
+            f"cannot send an output to {ss}: {error}; make it fit the system (or its producer settings), "
+            "or set task.drop.producer.errors=true to drop such outputs"
         ) from error
 
     def in_delivery(self, errors: Sequence[str]) -> str | None:
