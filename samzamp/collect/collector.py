@@ -1,4 +1,5 @@
-"""The MessageCollector a task sends through: serialize with the stream's serdes, count the send for commit."""
+"""The MessageCollector a task sends through: serialize with the stream's serdes, count the send for
+commit, and hand an output the system refuses to the task's ``OutputFailures`` rule."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from samzamp.api.collector import MessageCollector
 from samzamp.api.envelope import OutgoingMessageEnvelope, SystemStream
 from samzamp.api.errors import SerdeError, SystemFailureError
 from samzamp.api.serde import Serde
+from samzamp.collect.output_failures import OutputFailures
 from samzamp.metrics.registry import Counter
 from samzamp.systems.base import Flushable, KeyedSend, SystemProducer
 
@@ -30,6 +32,7 @@ class TaskCollector(MessageCollector):
         "_drop_errors",
         "_fallback_system",
         "_producers",
+        "output_failures",
         "_send_calls",
         "_routes",
         "_serdes_of",
@@ -46,11 +49,15 @@ class TaskCollector(MessageCollector):
         send_calls: Counter,
         dropped: Counter,
         *,
+        output_failures: OutputFailures,
         fallback_system: str | None = None,
     ) -> None:
-        """``fallback_system``: where a send to a system that is not configured goes, as if it named
-        this system (``samzamp.testing.TestRunner`` only; None: such a send fails the task)."""
+        """``output_failures``: what becomes of an output the system refuses at send time (the
+        same rule decides about failed deliveries at commit). ``fallback_system``: where a send to a
+        system that is not configured goes, as if it named this system (``samzamp.testing.TestRunner``
+        only; None: such a send fails the task)."""
         self.task_name = task_name
+        self.output_failures = output_failures
         self._fallback_system = fallback_system
         self.producers_used: set[Flushable] = set()
         self._producers = producers
@@ -112,7 +119,10 @@ class TaskCollector(MessageCollector):
                 return
             except Exception:
                 pass  # back-pressure or a failure: send() waits for room, or reports what is wrong
-        producer_send(ss.stream, key, value, envelope.partition, pkey)
+        try:
+            producer_send(ss.stream, key, value, envelope.partition, pkey)
+        except SystemFailureError as e:  # the system refused this message (never back-pressure)
+            self.output_failures.at_send(ss, e)
 
 
 def _encoder(serde: Serde | None) -> Encode:

@@ -8,8 +8,9 @@ The rule (``commit_failure``), the same inline and in a worker process:
   lacks, so a restore elsewhere would lose it. ``task.drop.producer.errors`` does not apply;
 - outputs still unacknowledged when the flush gives up always fail the commit: they may yet fail
   or never arrive, and the checkpoint would move past them;
-- outputs whose delivery failed fail the commit, unless ``task.drop.producer.errors`` is true:
-  then they are logged and dropped, which is what that key promises.
+- outputs whose delivery failed are the task's ``OutputFailures`` rule's (``samzamp.collect.output_failures``),
+  the same rule that decides about an output refused at send time: counted, and with
+  ``task.drop.producer.errors`` logged and dropped, else they fail the commit.
 
 ``require_markers`` guards the other side of the same invariant where the checkpoint is built:
 a checkpoint of a task with changelogged stores always carries their markers.
@@ -17,16 +18,14 @@ a checkpoint of a task with changelogged stores always carries their markers.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from samzamp.api.errors import SystemFailureError
+from samzamp.collect.output_failures import OutputFailures
 from samzamp.systems.base import Flushable
 
 __all__ = ["FLUSH_TIMEOUT_S", "FlushResult", "commit_failure", "flush_task_producers", "require_markers"]
-
-log = logging.getLogger(__name__)
 
 FLUSH_TIMEOUT_S = 300.0
 
@@ -60,9 +59,9 @@ def _flush(producers: Iterable[Flushable], timeout_s: float) -> tuple[int, list[
     return unacked, errors
 
 
-def commit_failure(task: str, result: FlushResult, drop_producer_errors: bool) -> str | None:
+def commit_failure(task: str, result: FlushResult, outputs: OutputFailures) -> str | None:
     """Why task ``task``'s commit must stop before its stores are applied and its checkpoint is
-    written (the rule in the module docstring), or None: go on. Dropped output errors are logged."""
+    written (the rule in the module docstring), or None: go on. Failed outputs go to ``outputs``."""
     if result.changelog_errors or result.unacked_changelog:
         what = (
             f"{len(result.changelog_errors)} changelog writes failed (first: {result.changelog_errors[0]})"
@@ -77,23 +76,9 @@ def commit_failure(task: str, result: FlushResult, drop_producer_errors: bool) -
     if result.unacked_outputs:
         return (
             f"task {task!r}: {result.unacked_outputs} outputs were not acknowledged within the flush; "
-            "not checkpointing (they may still fail; task.drop.producer.errors covers failed deliveries only)"
+            "not checkpointing (they may still fail; task.drop.producer.errors drops only outputs the system refused)"
         )
-    if result.output_errors:
-        if drop_producer_errors:
-            log.warning(
-                "task %r: %d outputs could not be delivered and are dropped (task.drop.producer.errors=true); "
-                "first: %s",
-                task,
-                len(result.output_errors),
-                result.output_errors[0],
-            )
-            return None
-        return (
-            f"task {task!r}: {len(result.output_errors)} outputs could not be delivered "
-            f"(first: {result.output_errors[0]}); not checkpointing (set task.drop.producer.errors=true to drop them)"
-        )
-    return None
+    return outputs.in_delivery(result.output_errors)
 
 
 def require_markers(task: str, logged_stores: frozenset[str], markers: dict[str, str]) -> None:

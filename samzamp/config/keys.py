@@ -162,7 +162,12 @@ KEYS: tuple[KeySpec, ...] = (
     KeySpec("task.poll.interval.ms", "int", 50, "Longest a consumer poll blocks (ms).", 1, 60000),
     KeySpec("task.drop.deserialization.errors", "bool", False, "Skip (and count) messages that fail to deserialize."),
     KeySpec("task.drop.serialization.errors", "bool", False, "Skip (and count) outputs that fail to serialize."),
-    KeySpec("task.drop.producer.errors", "bool", False, "Log and ignore failed sends instead of stopping."),
+    KeySpec(
+        "task.drop.producer.errors",
+        "bool",
+        False,
+        "Log, count and drop outputs the system refuses (at send or delivery) instead of stopping.",
+    ),
     KeySpec("task.ignored.exceptions", "list", None, "Exception class names (or *) that window/process may raise."),
     KeySpec("task.checkpoint.system", "str", None, "System of the checkpoint topic (default job.default.system)."),
     KeySpec(

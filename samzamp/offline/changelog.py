@@ -16,7 +16,6 @@ a bounded read up to a cut, and a write to a fixed partition with every delivery
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -25,15 +24,12 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, To
 
 from samzamp.api.errors import SamzampError
 from samzamp.systems.kafka.assign import assign
+from samzamp.systems.kafka.changelog import CHANGELOG_STALL_S, batches, missing_partition
 from samzamp.systems.kafka.client_config import EOF_READER, KafkaClientSettings, client_config
 from samzamp.systems.kafka.codes import PARTITION_EOF
 from samzamp.systems.kafka.consumer import consumer_config
 
 __all__ = ["ChangelogError", "ChangelogSource", "PartitionReader", "write_partition"]
-
-# A read that sees neither a record nor the end for this long has lost its broker.
-_IDLE_TIMEOUT_S = 60.0
-_BATCH = 5000
 
 
 class ChangelogError(SamzampError):
@@ -60,16 +56,26 @@ class PartitionReader:
     partition's end (the first PARTITION_EOF); an int stops after the last record with offset <= upto,
     and raises ChangelogError if the partition ends before ``upto`` (a checkpoint that covers records
     the topic no longer has: recreated or truncated). After iterating, ``end`` is the partition's end
-    offset if the read reached it (None if it stopped at ``upto`` first).
+    offset if the read reached it (None if it stopped at ``upto`` first). A partition that does not
+    exist, or ``stall_s`` of waiting with neither a record nor the end, raises ChangelogError too
+    (the container's reader's guards: ``samzamp.systems.kafka.changelog``).
 
     Used by one thread; iterate once.
     """
 
-    def __init__(self, source: ChangelogSource, partition: int, start: int | None = None, upto: int | None = None):
+    def __init__(
+        self,
+        source: ChangelogSource,
+        partition: int,
+        start: int | None = None,
+        upto: int | None = None,
+        stall_s: float = CHANGELOG_STALL_S,
+    ):
         self.source = source
         self.partition = partition
         self.start = start
         self.upto = upto
+        self.stall_s = stall_s
         self.end: int | None = None
 
     def _where(self) -> str:
@@ -80,6 +86,9 @@ class PartitionReader:
         owned = {**EOF_READER, "auto.offset.reset": "earliest" if self.start is None else "error"}
         consumer = Consumer(consumer_config(self.source.kafka, "changelog-reader", "samzamp-offline", owned))
         try:
+            missing = missing_partition(consumer, self.source.topic, self.partition, self.stall_s)
+            if missing is not None:
+                raise ChangelogError(missing)
             first = OFFSET_BEGINNING if self.start is None else self.start
             assign(consumer, [TopicPartition(self.source.topic, self.partition, first)])
             yield from self._records(consumer)
@@ -89,14 +98,7 @@ class PartitionReader:
     def _records(self, consumer: Consumer) -> Iterator[tuple[int, bytes, bytes | None]]:
         upto = self.upto
         last = -1 if self.start is None else self.start - 1
-        idle_since = time.monotonic()
-        while True:
-            # consume(n, t) waits for n messages or t: take what is there, else wait for the next one.
-            msgs = consumer.consume(_BATCH, 0) or consumer.consume(1, 0.5)
-            if msgs:
-                idle_since = time.monotonic()
-            elif time.monotonic() - idle_since > _IDLE_TIMEOUT_S:
-                raise ChangelogError(f"{self._where()}: no record and no end of partition for {_IDLE_TIMEOUT_S:.0f} s")
+        for msgs in batches(consumer, self.stall_s):
             for m in msgs:
                 err = m.error()
                 if err is not None:
@@ -123,6 +125,10 @@ class PartitionReader:
                 yield offset, key, m.value()
                 if upto is not None and offset == upto:
                     return
+        raise ChangelogError(
+            f"{self._where()}: neither a record nor the end of the partition came within {self.stall_s:.0f} s, "
+            f"reading at offset {last + 1 if last >= 0 else 'its oldest record'}; is the broker reachable?"
+        )
 
 
 def write_partition(source: ChangelogSource, topic: str, partition: int, records: Iterator[tuple[bytes, bytes]]) -> int:

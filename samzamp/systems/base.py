@@ -93,7 +93,11 @@ class SystemProducer(Flushable, Protocol):
         partition: int | None,
         partition_key: bytes | None,
     ) -> None:
-        """Queue one message (``partition`` pins it; else ``partition_key``, else the key, chooses)."""
+        """Queue one message (``partition`` pins it; else ``partition_key``, else the key, chooses).
+
+        A full local queue is back-pressure: wait for room, never raise. ``SystemFailureError`` when
+        the system refuses this message (too large, a stream or partition that does not exist): it is
+        not sent, and the caller decides (``samzamp.collect.output_failures``)."""
 
     def keyed_sender(self, stream: str) -> KeyedSend | None:
         """Optionally, a quicker ``send`` to ``stream`` for a message its key places: called as

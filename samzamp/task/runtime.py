@@ -9,6 +9,8 @@
   becomes a ``TaskError`` naming the task (and for ``process`` the SSP and offset);
 - a message that cannot be decoded is dropped (task.drop.deserialization.errors=true: logged and
   counted) or raises ``SerdeError`` naming the task, SSP and offset;
+- an output its system refuses, at send time or in a delivery report, is dropped (logged,
+  counted) or fails the task, by ``collect.output_failures`` (task.drop.producer.errors);
 - a commit stops before its stores are applied by ``flush_policy.commit_failure``'s rule (raised as
   ``SystemFailureError``).
 
@@ -37,6 +39,7 @@ from samzamp.api.task import (
     WindowableTask,
 )
 from samzamp.collect.collector import TaskCollector
+from samzamp.collect.output_failures import OutputFailures
 from samzamp.commit.flush_policy import commit_failure, flush_task_producers
 from samzamp.config.settings import TaskSettings
 from samzamp.coordinator.job_model import TaskModel
@@ -89,6 +92,9 @@ class TaskRuntime:
             drop_serialization_errors,
             metrics.counter(f"TaskName-{model.name}", "send-calls"),
             metrics.counter("SystemProducersMetrics", "serialization error"),
+            output_failures=OutputFailures(
+                model.name, drop_producer_errors, metrics.counter("SystemProducersMetrics", "producer-send-failed")
+            ),
             fallback_system=fallback_system,
         )
         self.decoders: list[tuple[Callable[[bytes], Any] | None, Callable[[bytes], Any] | None]] = []
@@ -96,7 +102,6 @@ class TaskRuntime:
             k, m = serdes_of(ssp.system_stream)
             self.decoders.append((None if k is None else k.from_bytes, None if m is None else m.from_bytes))
         self.storage: TaskStorage | None = None
-        self.drop_producer_errors = drop_producer_errors
         self._drop_deser = drop_deserialization_errors
         self._ignored = ignored_exceptions
         self.m_deser_errors = metrics.counter("SystemConsumersMetrics", "deserialization error")
@@ -307,7 +312,7 @@ class TaskRuntime:
         ``SystemFailureError`` saying why the commit stops (``flush_policy.commit_failure``)."""
         changelogs = self.storage.changelogs() if self.storage is not None else ()
         result = flush_task_producers(self.collector.producers_used, changelogs)
-        failure = commit_failure(self.name, result, self.drop_producer_errors)
+        failure = commit_failure(self.name, result, self.collector.output_failures)
         if failure is not None:
             raise SystemFailureError(failure)
 

@@ -10,6 +10,7 @@ import pytest
 
 from samzamp import OutgoingMessageEnvelope, SystemFailureError, SystemStream
 from samzamp.collect.collector import TaskCollector
+from samzamp.collect.output_failures import OutputFailures
 from samzamp.metrics.registry import MetricsRegistry
 from samzamp.serde.registry import JsonSerde, StringSerde
 
@@ -47,7 +48,13 @@ def collector(producer: RecordingProducer) -> tuple[TaskCollector, MetricsRegist
     m = MetricsRegistry()
     serdes = (StringSerde(), JsonSerde())
     c = TaskCollector(
-        "t", {"kafka": producer}, lambda ss: serdes, False, m.counter("t", "send-calls"), m.counter("t", "dropped")
+        "t",
+        {"kafka": producer},
+        lambda ss: serdes,
+        False,
+        m.counter("t", "send-calls"),
+        m.counter("t", "dropped"),
+        output_failures=OutputFailures("t", False, m.counter("t", "producer-send-failed")),
     )
     return c, m
 
@@ -93,6 +100,7 @@ def test_a_send_to_an_unconfigured_system_fails_unless_a_fallback_system_takes_i
         False,
         m.counter("t", "send-calls"),
         m.counter("t", "dropped"),
+        output_failures=OutputFailures("t", False, m.counter("t", "producer-send-failed")),
         fallback_system="kafka",
     )
     routed.send(OutgoingMessageEnvelope(SystemStream("elsewhere", "side"), [1], key="k"))

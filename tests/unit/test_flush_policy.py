@@ -5,7 +5,13 @@ from __future__ import annotations
 import pytest
 
 from samzamp.api.errors import SystemFailureError
+from samzamp.collect.output_failures import OutputFailures
 from samzamp.commit.flush_policy import FlushResult, commit_failure, flush_task_producers, require_markers
+from samzamp.metrics.registry import Counter
+
+
+def _outputs(drop: bool) -> OutputFailures:
+    return OutputFailures("T", drop, Counter())
 
 
 class _Producer:
@@ -33,7 +39,7 @@ def test_flush_keeps_outputs_and_changelogs_apart() -> None:
 
 @pytest.mark.parametrize("drop", [False, True])
 def test_a_changelog_write_that_failed_always_fails_the_commit(drop: bool) -> None:
-    failure = commit_failure("T", FlushResult(changelog_errors=("log[3]: timed out",)), drop)
+    failure = commit_failure("T", FlushResult(changelog_errors=("log[3]: timed out",)), _outputs(drop))
     assert failure is not None
     assert "'T'" in failure
     assert "log[3]: timed out" in failure
@@ -42,27 +48,29 @@ def test_a_changelog_write_that_failed_always_fails_the_commit(drop: bool) -> No
 
 @pytest.mark.parametrize("drop", [False, True])
 def test_an_unacknowledged_changelog_write_always_fails_the_commit(drop: bool) -> None:
-    assert commit_failure("T", FlushResult(unacked_changelog=3), drop) is not None
+    assert commit_failure("T", FlushResult(unacked_changelog=3), _outputs(drop)) is not None
 
 
 @pytest.mark.parametrize("drop", [False, True])
 def test_unacknowledged_outputs_always_fail_the_commit(drop: bool) -> None:
-    failure = commit_failure("T", FlushResult(unacked_outputs=5), drop)
+    failure = commit_failure("T", FlushResult(unacked_outputs=5), _outputs(drop))
     assert failure is not None
     assert "5 outputs were not acknowledged" in failure
 
 
 def test_failed_outputs_fail_the_commit_unless_dropped(caplog: pytest.LogCaptureFixture) -> None:
     result = FlushResult(output_errors=("out[1]: too large", "out[2]: too large"))
-    failure = commit_failure("T", result, drop_producer_errors=False)
+    failure = commit_failure("T", result, _outputs(False))
     assert failure is not None
     assert "2 outputs could not be delivered" in failure
-    assert commit_failure("T", result, drop_producer_errors=True) is None
+    outputs = _outputs(True)
+    assert commit_failure("T", result, outputs) is None
     assert "dropped (task.drop.producer.errors=true)" in caplog.text
+    assert outputs.failed.count == 2
 
 
 def test_nothing_undelivered_goes_on() -> None:
-    assert commit_failure("T", FlushResult(), drop_producer_errors=False) is None
+    assert commit_failure("T", FlushResult(), _outputs(False)) is None
 
 
 def test_a_checkpoint_without_the_markers_of_a_logged_store_is_refused() -> None:

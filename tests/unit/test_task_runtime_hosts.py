@@ -15,7 +15,7 @@ import pytest
 
 from samzamp.api.collector import RequestScope
 from samzamp.api.envelope import OutgoingMessageEnvelope, SystemStream, SystemStreamPartition
-from samzamp.api.errors import SerdeError, TaskError
+from samzamp.api.errors import SerdeError, SystemFailureError, TaskError
 from samzamp.api.task import (
     AsyncStreamTask,
     CheckpointListenerTask,
@@ -59,6 +59,8 @@ class Producer:
         self.name, self.events, self.errors = name, events, errors
 
     def send(self, stream: str, key: Any, value: Any, partition: Any = None, partition_key: Any = None) -> None:
+        if value == b"too large":  # refused at send time, as Kafka's produce() refuses one over message.max.bytes
+            raise SystemFailureError(f"system 'kafka' refused a message to {stream!r}: Broker: Message size too large")
         self.events.append(f"send {stream}")
 
     def keyed_sender(self, stream: str) -> None:
@@ -487,3 +489,59 @@ def test_an_output_failure_is_dropped_only_with_drop_producer_errors(host: Calla
         assert "rejected" in outcome
         assert "task.drop.producer.errors" in outcome
         assert "commit stores" not in job.events
+
+
+def _forward(collector: Any, coordinator: Any, value: bytes) -> None:
+    collector.send(OutgoingMessageEnvelope(OUT, value))
+
+
+def _forwarding_plan(n: int, refused: int) -> dict[int, Callable[[Any, Any], None]]:
+    """Offsets 0..n-1 each send one output; the one at ``refused`` is refused at send time."""
+    return {
+        o: (lambda c, coord, v=(b"too large" if o == refused else b"x"): _forward(c, coord, v))  # type: ignore[misc]
+        for o in range(n)
+    }
+
+
+def test_an_output_refused_at_send_time_is_dropped_logged_and_counted_with_drop_producer_errors(
+    host: Callable[[Job], Host], caplog: pytest.LogCaptureFixture
+) -> None:
+    job = Job(_forwarding_plan(4, refused=1), drop_producer_errors=True)
+    h = host(job)
+    h.process([b"a", b"b", b"c", b"d"])
+    assert not h.failures
+    assert job.task.offsets == [0, 1, 2, 3]
+    assert h.watermark() == 3
+    assert job.events.count("send out") == 3  # the refused output is gone, the later ones are sent
+    assert job.runtime.collector.output_failures.failed.count == 1
+    dropped = [r.getMessage() for r in caplog.records if "dropped an output" in r.getMessage()]
+    assert len(dropped) == 1
+    assert "'T'" in dropped[0]
+    assert str(OUT) in dropped[0]
+    assert "Message size too large" in dropped[0]
+    assert h.commit() == {"counts": "7"}  # and the commit goes on past it
+
+
+def test_an_output_refused_at_send_time_fails_the_task_naming_task_ssp_and_offset(
+    host: Callable[[Job], Host],
+) -> None:
+    job = Job(_forwarding_plan(4, refused=2))
+    h = host(job)
+    h.process([b"a", b"b", b"c", b"d"])
+    assert job.task.offsets == [0, 1, 2]
+    assert len(h.failures) == 1
+    error = str(h.failures[0])
+    assert "'T'" in error
+    assert str(SSP) in error
+    assert "offset 2" in error
+    assert "Message size too large" in error
+    assert "task.drop.producer.errors" in error
+    assert h.watermark() == 1  # nothing at or past the refused message may be checkpointed
+
+
+def test_send_time_and_delivery_failures_are_counted_in_one_metric(host: Callable[[Job], Host]) -> None:
+    job = Job(_forwarding_plan(2, refused=0), drop_producer_errors=True, output_errors=("out[0]: timed out",))
+    h = host(job)
+    h.process([b"a", b"b"])
+    assert h.commit() == {"counts": "7"}
+    assert job.runtime.collector.output_failures.failed.count == 2

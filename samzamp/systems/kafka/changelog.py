@@ -2,15 +2,26 @@
 and a reader of one partition between two offsets (restore) or from an offset to its end (trim).
 
 Ends are found by reading to the partition-EOF event, never with ListOffsets (Tansu answers it low).
+
+A reader never waits forever (the offline jobs' reader uses the same two guards):
+
+- ``missing_partition`` first: a consumer assigned a partition that does not exist (or a topic that
+  does not) gets no record, no error and no EOF from librdkafka, ever; the topic's metadata says so
+  at once;
+- ``batches`` then: waiting that brings neither a record nor the partition's end for
+  ``CHANGELOG_STALL_S`` is an error naming the offset reached. Only time spent waiting counts: the
+  caller's own work between batches (applying a big restore to LMDB) never does, and every batch
+  starts the count again, so a restore that progresses at all, however slowly, is never cut off.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Mapping
+import time
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
 from samzamp.api.errors import SystemFailureError
 from samzamp.systems.kafka.assign import assign
@@ -21,7 +32,22 @@ from samzamp.systems.kafka.producer import PRODUCER_LINGER_MS
 if TYPE_CHECKING:
     from samzamp.config.settings import JobSettings
 
-__all__ = ["ChangelogProducer", "changelog_producers", "read_changelog"]
+__all__ = [
+    "CHANGELOG_STALL_S",
+    "ChangelogProducer",
+    "batches",
+    "changelog_producers",
+    "missing_partition",
+    "read_changelog",
+]
+
+# How long a changelog read may wait with nothing coming, neither a record nor the partition's end
+# (and how long the partition's metadata may take). A healthy broker answers a fetch within
+# fetch.wait.max.ms; 60 s outlasts a leader election and the 45 s broker pause that a running job
+# rides out, and a read that progresses never meets it (see the module docstring). Past it the
+# broker is gone or the end cannot be reached: failing says so, where waiting on would hang the
+# container with no output. The offline jobs' reader waits as long.
+CHANGELOG_STALL_S = 60.0
 
 
 class ChangelogProducer:
@@ -98,11 +124,72 @@ def changelog_producers(
     return {s: ChangelogProducer(kafka[s]) for s in systems}
 
 
+def missing_partition(
+    consumer: Consumer, topic: str, partition: int, timeout_s: float = CHANGELOG_STALL_S
+) -> str | None:
+    """Why changelog ``topic[partition]`` cannot be read: the topic or the partition does not exist,
+    or its metadata did not come within ``timeout_s``; None when it exists."""
+    try:
+        md = consumer.list_topics(topic, timeout=timeout_s).topics.get(topic)
+    except KafkaException as e:
+        err = e.args[0] if e.args else None
+        why = err.str() if isinstance(err, KafkaError) else str(e)
+        return (
+            f"changelog {topic}[{partition}]: no metadata of the topic within {timeout_s:.0f} s ({why}); "
+            "is its system's broker reachable?"
+        )
+    if md is None or md.error is not None:
+        why = md.error.str() if md is not None and md.error is not None else "not in the broker's metadata"
+        return (
+            f"changelog topic {topic} does not exist ({why}), so partition {partition} cannot be read; "
+            "create it (compacted, a partition for each task) or check the store's changelog setting"
+        )
+    if partition not in md.partitions:
+        n = len(md.partitions)
+        return (
+            f"changelog {topic}[{partition}] does not exist: {topic} has {n} partitions (0..{n - 1}) and the "
+            f"task reading partition {partition} needs at least {partition + 1}; add partitions to {topic} "
+            "(each task owns one), or check that the task -> changelog partition mapping is the one the "
+            "changelog was written with"
+        )
+    return None
+
+
+def batches(
+    consumer: Consumer, stall_s: float = CHANGELOG_STALL_S, clock: Callable[[], float] = time.monotonic
+) -> Iterator[list[Message]]:
+    """What ``consumer`` delivers (records and events), a non-empty batch at a time, until ``stall_s``
+    of waiting brought nothing: then the iteration ends, and the caller says what that means. Time
+    between batches (the caller's) is not waiting."""
+    waiting_since: float | None = None
+    while True:
+        # consume(n, t) waits for n messages or t: take what is there, else wait for the next one.
+        batch = consumer.consume(5000, 0)
+        if not batch:
+            now = clock()
+            if waiting_since is None:
+                waiting_since = now
+            elif now - waiting_since >= stall_s:
+                return
+            batch = consumer.consume(1, min(0.5, stall_s))
+            if not batch:
+                continue
+        waiting_since = None
+        yield batch
+
+
 def read_changelog(
-    clients: KafkaClientSettings, topic: str, partition: int, start: int, last: int | None
+    clients: KafkaClientSettings,
+    topic: str,
+    partition: int,
+    start: int,
+    last: int | None,
+    stall_s: float = CHANGELOG_STALL_S,
 ) -> Iterator[tuple[int, bytes, bytes | None]]:
     """(offset, key, value) of ``topic[partition]`` from ``start`` (-2: the oldest) through ``last``
-    inclusive, or to the partition's end when ``last`` is None."""
+    inclusive, or to the partition's end when ``last`` is None. ``SystemFailureError`` naming the
+    topic and partition when it does not exist, or when ``stall_s`` of waiting brings neither a
+    record nor its end (see the module docstring)."""
     consumer = Consumer(
         client_config(
             clients,
@@ -112,10 +199,12 @@ def read_changelog(
         )
     )
     try:
+        missing = missing_partition(consumer, topic, partition, stall_s)
+        if missing is not None:
+            raise SystemFailureError(missing)
         assign(consumer, [TopicPartition(topic, partition, OFFSET_BEGINNING if start < 0 else start)])
-        while True:
-            # consume(n, t) waits for n messages or t: take what is there, else wait for the next one.
-            batch = consumer.consume(5000, 0) or consumer.consume(1, 0.5)
+        reached = "its oldest record" if start < 0 else f"offset {start}"  # where the read stands
+        for batch in batches(consumer, stall_s):
             for m in batch:
                 err = m.error()
                 if err is not None:
@@ -130,8 +219,15 @@ def read_changelog(
                 offset = m.offset() or 0
                 if last is not None and offset > last:
                     return
+                reached = f"offset {offset + 1}"
                 yield offset, m.key() or b"", m.value()
                 if last is not None and offset >= last:
                     return
+        toward = "its end" if last is None else f"offset {last}"
+        raise SystemFailureError(
+            f"changelog {topic}[{partition}]: neither a record nor the end of the partition came within "
+            f"{stall_s:.0f} s, reading at {reached} toward {toward}; is the broker of system "
+            f"{clients.system!r} reachable? (a restart restores again from the checkpoint)"
+        )
     finally:
         consumer.close()

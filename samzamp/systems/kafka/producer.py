@@ -8,7 +8,7 @@ import threading
 import time
 from typing import Any
 
-from confluent_kafka import KafkaError, Producer
+from confluent_kafka import KafkaError, KafkaException, Producer
 
 from samzamp.api.errors import SystemFailureError
 from samzamp.systems.base import KeyedSend
@@ -121,7 +121,7 @@ class KafkaSystemProducer:
             except BufferError:
                 pass
             except Exception as e:
-                raise SystemFailureError(f"system {self._system!r}: cannot send to {stream!r}: {e}") from e
+                raise self._refused(stream, key, value, e) from e
         elif partition is None:
             assert partition_key is not None
             partition = murmur2_partition(partition_key, self._partition_count(stream))
@@ -136,7 +136,19 @@ class KafkaSystemProducer:
                 # Back-pressure: the local queue is full; the delivery thread is draining it.
                 time.sleep(0.001)
             except Exception as e:
-                raise SystemFailureError(f"system {self._system!r}: cannot send to {stream!r}: {e}") from e
+                raise self._refused(stream, key, value, e) from e
+
+    def _refused(self, stream: str, key: bytes | None, value: bytes | None, error: Exception) -> SystemFailureError:
+        """``produce`` refused one message (not back-pressure): why, in the words a user can act on."""
+        size = len(key or b"") + len(value or b"")
+        err = error.args[0] if isinstance(error, KafkaException) and error.args else None
+        if isinstance(err, KafkaError):
+            why = err.str()
+            if err.code() == KafkaError.MSG_SIZE_TOO_LARGE:
+                why += f" (above systems.{self._system}.producer.message.max.bytes?)"
+        else:
+            why = f"{type(error).__name__}: {error}"
+        return SystemFailureError(f"system {self._system!r} refused a message to {stream!r} of {size} bytes: {why}")
 
     def keyed_sender(self, stream: str) -> KeyedSend:
         # librdkafka's produce itself, the stream bound in C: no Python frame per message. A
