@@ -159,9 +159,8 @@ class StreamProcessor:
             )
             await asyncio.to_thread(systems.create_streams)
             await asyncio.to_thread(checkpoints.create_topic)
-            await self._start_run()
-            assert self.metadata is not None
-            coordinator = PassthroughJobCoordinator(st, systems.admins, self.metadata)
+            metadata = await self._start_run()
+            coordinator = PassthroughJobCoordinator(st, systems.admins, metadata)
             model, history = await asyncio.to_thread(coordinator.job_model)
             await asyncio.to_thread(systems.create_changelogs, model, history)
             await asyncio.to_thread(coordinator.record, history)  # before a task writes to its changelog partition
@@ -213,22 +212,23 @@ class StreamProcessor:
             log.error("%s", error)
 
     # -- the run record and drains --------------------------------------------------------------
-    async def _start_run(self) -> None:
-        """Create the coordinator stream and publish this processor's run id."""
+    async def _start_run(self) -> CoordinatorStreamStore:
+        """Create the coordinator stream and publish this processor's run id; the stream."""
         st = self.settings
         system = st.coordinator_system
         # Metadata writes happen at start and at the end, never while checkpoints are written.
-        self.metadata = CoordinatorStreamStore(
+        metadata = self.metadata = CoordinatorStreamStore(
             self.systems.admins[system],
             self.systems.producer_for_metadata(system),
             st.coordinator_topic,
             st.coordinator_replication_factor,
         )
-        await asyncio.to_thread(self.metadata.create_topic)
-        record, how = await asyncio.to_thread(start_run, self.metadata.namespace(RUN_NAMESPACE), st.run_id)
+        await asyncio.to_thread(metadata.create_topic)
+        record, how = await asyncio.to_thread(start_run, metadata.namespace(RUN_NAMESPACE), st.run_id)
         self.run_record = record
         self.metrics.gauge("SamzaContainerMetrics", "run-id").set(record.run_id)
         log.info("job %s-%s: run id %s (%s)", st.name, st.id, record.run_id, how)
+        return metadata
 
     async def _end_run(self, state: RunState, why: str) -> None:
         """Record in the metadata store how this run ended (best effort on failure paths)."""
