@@ -31,7 +31,9 @@ Writes go through ``pwrite`` (``writemap=False``): a full disk or an I/O error a
 transaction (LMDB reports a short write as EIO), which raises a ``StoreError``
 (``storage.io_errors``) and leaves the environment at its last commit. With ``writemap`` LMDB would
 write through the map into a file it grows sparse, and a full filesystem would deliver SIGBUS
-instead of an error.
+instead of an error. The one file LMDB writes through a map is ``lock.mdb`` (its reader table),
+which it extends with ``ftruncate``, so sparse: its blocks are allocated before LMDB opens it
+(``posix_fallocate``), so that a full filesystem is an error at open, not a SIGBUS.
 """
 
 from __future__ import annotations
@@ -78,6 +80,8 @@ _MAGIC = 0xBEEFC0DE
 _DATA_VERSION = 1
 _META_SIZE = 152  # through the txnid
 _MIN_PAGE, _MAX_PAGE = 512, 1 << 16
+# What LMDB makes of lock.mdb for its default 126 readers: (126 - 1) * 64 + 192 bytes.
+_LOCK_FILE_BYTES = 8192
 
 
 def _read_meta(data: bytes, at: int) -> tuple[int, int, int] | str:
@@ -259,6 +263,14 @@ class LmdbEngine:
                 f"its LMDB files cannot be opened safely: {problem}",
                 "delete the directory: a changelogged store is then restored from its changelog",
             )
+        try:
+            fd = os.open(path / LMDB_LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            try:
+                os.posix_fallocate(fd, 0, _LOCK_FILE_BYTES)  # allocated, never a sparse page (see above)
+            finally:
+                os.close(fd)
+        except OSError as e:
+            raise store_io_error(path, f"allocating its {LMDB_LOCK_FILE} file", e) from e
         try:
             # One process uses the environment: no locking between processes needed (lock=False would
             # be faster, but a second container on the same directory must fail, not corrupt it).

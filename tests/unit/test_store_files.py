@@ -243,3 +243,29 @@ def test_a_failed_offset_file_write_is_a_store_error_naming_the_directory(tmp_pa
     with pytest.raises(StoreError, match=f"store in {tmp_path}: failed while writing its OFFSET file") as e:
         write_offset_file(tmp_path, "kafka.log.0", 5)
     assert isinstance(e.value.__cause__, OSError)
+
+
+def test_a_new_store_on_a_full_filesystem_is_an_error_not_a_crash(tmp_path: Path) -> None:
+    """LMDB writes its lock file's header through a map of a file it extends sparse: on a full
+    filesystem that was a SIGBUS. The engine allocates the file first, so it is a StoreError."""
+    if shutil.which("unshare") is None:
+        pytest.skip("a full filesystem is a tmpfs in a user namespace here, and unshare(1) is not installed")
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    script = 'mount -t tmpfs -o size=64k tmpfs "$1" || exit 99; head -c 1000000 /dev/zero > "$1/fill"; shift; exec "$@"'
+    child = (
+        "import sys; from pathlib import Path; from samzamp.storage.lmdb import LmdbEngine\n"
+        "try:\n    LmdbEngine(Path(sys.argv[1]))\nexcept Exception as e:\n    print(type(e).__name__, e)"
+    )
+    done = subprocess.run(
+        ["unshare", "--user", "--map-root-user", "--mount", "sh", "-c", script, "sh", str(mnt)]
+        + [sys.executable, "-c", child, str(mnt / "store")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    if done.returncode == 99 or "unshare:" in done.stderr:
+        pytest.skip(f"cannot mount a tmpfs in a user namespace here: {done.stderr}")
+    assert done.returncode == 0, f"the process died ({done.returncode}): {done.stderr[-2000:]}"
+    assert done.stdout.startswith(f"StoreError store in {mnt / 'store'}: no space left on its filesystem"), done.stdout
