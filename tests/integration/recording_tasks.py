@@ -218,6 +218,21 @@ class StoreCountTask(StreamTask, InitableTask, _Recorder):
             coordinator.shutdown(RequestScope.ALL_TASKS_IN_CONTAINER)
 
 
+class StorePadCountTask(StoreCountTask, _CheckpointRecorder):
+    """StoreCountTask that also writes test.pad.bytes bytes per message into the store "pad" (its own
+    key each), so that its stores keep growing: a job that fills a small disk. Records checkpoints
+    as ``K <partition> <offset>``."""
+
+    def init(self, context) -> None:
+        super().init(context)
+        self.pad = context.get_store("pad")
+        self.pad_value = "x" * int(context.config.get("test.pad.bytes", 1000))
+
+    def process(self, envelope, collector, coordinator) -> None:
+        self.pad.put(f"{envelope.system_stream_partition.partition}-{envelope.offset}", self.pad_value)
+        super().process(envelope, collector, coordinator)
+
+
 class StoreDeleteTask(StreamTask, InitableTask, _Recorder):
     """Puts every message "m<i>" under key "k<i>", then deletes the key of every third one."""
 
