@@ -7,6 +7,7 @@ Config keys (passed through to the task): test.record.dir, test.output.
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import fcntl
 import gc
 import os
@@ -134,6 +135,13 @@ class AsyncSpanTask(AsyncStreamTask, _SpanRecorder):
         t0 = time.monotonic_ns()
         await asyncio.sleep(0.001)
         self.record(f"P {t0} {time.monotonic_ns()}")
+
+
+class NativeCrashTask(StreamTask):
+    """Crashes its process in native code (a read of address 0) at its first message."""
+
+    def process(self, envelope, collector, coordinator) -> None:
+        ctypes.string_at(0)
 
 
 class FailingTask(StreamTask):

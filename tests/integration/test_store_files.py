@@ -74,6 +74,25 @@ def test_truncated_data_files_are_restored_in_full_from_the_changelog(
     assert "Partition 3': the LMDB files" not in log
 
 
+@pytest.mark.parametrize("pool", [0, 2], ids=["inline", "pool2"])
+def test_a_crash_in_native_code_prints_where_it_happened(broker, unique, tmp_path: Path, pool: int) -> None:
+    topic = f"in-{unique}"
+    seed_input(broker.bootstrap_servers, topic, PARTITIONS, 10)
+    cfg = write_config(
+        tmp_path / "job.toml", job_toml(f"crash-{unique}", "recording_tasks:NativeCrashTask", topic, tmp_path)
+    )
+    c = Container(cfg, broker.bootstrap_servers, f"job.container.thread.pool.size={pool}", log=tmp_path / "run.log")
+    code = c.proc.wait(timeout=60)
+    log = c.log_text()
+    if pool == 0:
+        assert code == -11, log[-3000:]
+    else:  # the worker died; the container says which and stops
+        assert code == 1, log[-3000:]
+        assert "was killed by SIGSEGV" in log, log[-3000:]
+    assert "Fatal Python error: Segmentation fault" in log, log[-3000:]
+    assert re.search(r'File ".*recording_tasks\.py", line \d+ in process', log), log[-3000:]
+
+
 # -- a full disk --------------------------------------------------------------------------------------
 
 
