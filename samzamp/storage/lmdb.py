@@ -71,7 +71,7 @@ LMDB_LOCK_FILE = "lock.mdb"
 _OFFSET = b"changelog-offset"
 _DIRTY = b"dirty"
 
-# LMDB's meta page (lmdb.h / mdb.c, 64-bit, little-endian as written on x86-64 and arm64): a page
+# LMDB's meta page (mdb.c, 64-bit; LMDB writes it in the host's byte order): a page
 # header (MDB_page: pgno 8, pad 2, flags 2, lower/upper 4) then MDB_meta: magic 4, version 4,
 # address 8, mapsize 8, two MDB_db of 48 bytes (the first one's md_pad holds the page size), last
 # page number 8, txnid 8.
@@ -89,10 +89,10 @@ def _read_meta(data: bytes, at: int) -> tuple[int, int, int] | str:
     page = data[at : at + _META_SIZE]
     if len(page) < _META_SIZE:
         return "it ends inside the meta page"
-    (flags,) = struct.unpack_from("<H", page, 10)
-    magic, version = struct.unpack_from("<II", page, 16)
-    (psize,) = struct.unpack_from("<I", page, 40)
-    last_pg, txnid = struct.unpack_from("<QQ", page, 136)
+    (flags,) = struct.unpack_from("=H", page, 10)
+    magic, version = struct.unpack_from("=II", page, 16)
+    (psize,) = struct.unpack_from("=I", page, 40)
+    last_pg, txnid = struct.unpack_from("=QQ", page, 136)
     if not flags & _P_META or magic != _MAGIC:
         return "it is not an LMDB file (no meta page)"
     if version != _DATA_VERSION:

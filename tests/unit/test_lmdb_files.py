@@ -125,9 +125,9 @@ def _patch(path: Path, at: int, data: bytes) -> None:
     [
         (lambda p: (p / DATA_FILE).write_bytes(os.urandom(64 * 1024)), "not an LMDB file"),
         (lambda p: (p / DATA_FILE).write_bytes(b"\0" * 64 * 1024), "not an LMDB file"),
-        (lambda p: _patch(p / DATA_FILE, 20, struct.pack("<I", 7)), "data version is 7"),
+        (lambda p: _patch(p / DATA_FILE, 20, struct.pack("=I", 7)), "data version is 7"),
         (lambda p: _patch(p / DATA_FILE, 4096, os.urandom(4096)), "second meta page"),
-        (lambda p: _patch(p / DATA_FILE, 40, struct.pack("<I", 3000)), "page size of 3000"),
+        (lambda p: _patch(p / DATA_FILE, 40, struct.pack("=I", 3000)), "page size of 3000"),
         (lambda p: ((p / DATA_FILE).unlink(), (p / DATA_FILE).mkdir()), "data.mdb is not a regular file"),
         (lambda p: ((p / LMDB_LOCK_FILE).unlink(), (p / LMDB_LOCK_FILE).mkdir()), "lock.mdb is not a regular file"),
     ],
