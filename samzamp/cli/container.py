@@ -10,12 +10,15 @@ Exit codes:
          Samza's checkpoints, or a Kafka system without bootstrap.servers needs the embedded broker
          and samzamp[embedded] is not installed
     130  a second SIGINT arrived during shutdown: exited at once (143 for SIGTERM)
+
+A crash in native code (a fatal signal) prints each thread's Python stack on stderr (faulthandler).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import faulthandler
 import logging
 import platform
 import sys
@@ -40,6 +43,9 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # A crash in native code (LMDB, librdkafka, the rings) prints every thread's Python stack on
+    # stderr before the process dies, instead of dying without a word.
+    faulthandler.enable()
     args = setup(_parser(), argv)
     try:
         settings = validate(load_config(args.config, parse_overrides(args.overrides)))

@@ -17,6 +17,8 @@ import os
 import time
 from pathlib import Path
 
+from samzamp.storage.io_errors import store_files
+
 __all__ = ["StoreLockedError", "lock_store_dir", "store_dir", "task_dir_name", "unlock_store_dir"]
 
 LOCK_FILE = "LOCK"
@@ -38,10 +40,12 @@ def lock_store_dir(path: Path, wait_s: float = 0.0) -> int:
     """Take the directory's lock (creating the directory); returns the fd that holds it.
 
     ``wait_s``: how long to keep trying (a container restarted right after a kill waits for the old
-    one's workers, which the kernel is still killing); 0 fails at once (offline tools).
+    one's workers, which the kernel is still killing); 0 fails at once (offline tools). A filesystem
+    that refuses the directory or the file (full, read-only) raises ``StoreError``.
     """
-    path.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    with store_files(path, f"creating its {LOCK_FILE} file"):
+        path.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
     deadline = time.monotonic() + wait_s
     while True:
         try:
@@ -54,8 +58,13 @@ def lock_store_dir(path: Path, wait_s: float = 0.0) -> int:
                     f"store directory {path} is held by a live process (its {LOCK_FILE} file is locked)"
                 ) from None
             time.sleep(0.05)
-    os.ftruncate(fd, 0)
-    os.write(fd, f"{os.getpid()}\n".encode())
+    try:
+        with store_files(path, f"writing its {LOCK_FILE} file"):
+            os.ftruncate(fd, 0)
+            os.write(fd, f"{os.getpid()}\n".encode())
+    except BaseException:
+        os.close(fd)
+        raise
     return fd
 
 

@@ -16,11 +16,33 @@ must be closed. LMDB can only grow its map with no transaction open in the proce
 finds the map full while readers are open either fails with ``MapFullWhileReadingError`` (the
 caller may retry after closing them) or, with ``invalidate_readers``, closes them first (their next
 use says why) and grows.
+
+Existing files are checked before LMDB maps them (``check_env``): LMDB trusts its meta pages and
+maps the file, so a ``data.mdb`` shorter than the pages its newest meta page counts (a truncated
+copy, a torn restore) kills the process with SIGBUS at the first read of a missing page. The check
+reads both meta pages with plain file reads (LMDB's ``mdb_env_read_header``: page 0 gives the page
+size, the meta page with the higher txnid is current) and refuses a bad magic, version or page size,
+and a file shorter than ``(last page + 1) * page size``; then it opens the environment read-only and
+reads its meta data, so that any error LMDB reports about the files is found there too. Pages past
+the meta page's last page are never read (LMDB refuses page numbers past it), so a file that passes
+cannot be read past its end. Page contents are not checked: LMDB keeps no checksums.
+
+Writes go through ``pwrite`` (``writemap=False``): a full disk or an I/O error at a commit fails the
+transaction (LMDB reports a short write as EIO), which raises a ``StoreError``
+(``storage.io_errors``) and leaves the environment at its last commit. With ``writemap`` LMDB would
+write through the map into a file it grows sparse, and a full filesystem would deliver SIGBUS
+instead of an error. The one file LMDB writes through a map is ``lock.mdb`` (its reader table),
+which it extends with ``ftruncate``, so sparse: its blocks are allocated before LMDB opens it
+(``posix_fallocate``), so that a full filesystem is an error at open, not a SIGBUS.
 """
 
 from __future__ import annotations
 
+import errno
+import os
 import shutil
+import stat
+import struct
 import weakref
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -28,11 +50,139 @@ from typing import cast
 
 import lmdb
 
-__all__ = ["DEFAULT_MAP_SIZE", "LmdbEngine", "LmdbReader", "MapFullWhileReadingError", "ReaderClosedError"]
+from samzamp.api.errors import StoreError
+from samzamp.storage.io_errors import store_io_error
+
+__all__ = [
+    "DATA_FILE",
+    "DEFAULT_MAP_SIZE",
+    "LMDB_LOCK_FILE",
+    "LmdbEngine",
+    "LmdbReader",
+    "MapFullWhileReadingError",
+    "ReaderClosedError",
+    "check_env",
+    "remove_env",
+]
 
 DEFAULT_MAP_SIZE = 64 << 20
+DATA_FILE = "data.mdb"
+LMDB_LOCK_FILE = "lock.mdb"
 _OFFSET = b"changelog-offset"
 _DIRTY = b"dirty"
+
+# LMDB's meta page (mdb.c, 64-bit; LMDB writes it in the host's byte order): a page
+# header (MDB_page: pgno 8, pad 2, flags 2, lower/upper 4) then MDB_meta: magic 4, version 4,
+# address 8, mapsize 8, two MDB_db of 48 bytes (the first one's md_pad holds the page size), last
+# page number 8, txnid 8.
+_P_META = 0x08
+_MAGIC = 0xBEEFC0DE
+_DATA_VERSION = 1
+_META_SIZE = 152  # through the txnid
+_MIN_PAGE, _MAX_PAGE = 512, 1 << 16
+# What LMDB makes of lock.mdb for its default 126 readers: (126 - 1) * 64 + 192 bytes.
+_LOCK_FILE_BYTES = 8192
+
+
+def _read_meta(data: bytes, at: int) -> tuple[int, int, int] | str:
+    """(page size, last page, txnid) of the meta page at ``at`` in ``data``, or why it is not one."""
+    page = data[at : at + _META_SIZE]
+    if len(page) < _META_SIZE:
+        return "it ends inside the meta page"
+    (flags,) = struct.unpack_from("=H", page, 10)
+    magic, version = struct.unpack_from("=II", page, 16)
+    (psize,) = struct.unpack_from("=I", page, 40)
+    last_pg, txnid = struct.unpack_from("=QQ", page, 136)
+    if not flags & _P_META or magic != _MAGIC:
+        return "it is not an LMDB file (no meta page)"
+    if version != _DATA_VERSION:
+        return f"its LMDB data version is {version}, not {_DATA_VERSION}"
+    if psize & (psize - 1) or not _MIN_PAGE <= psize <= _MAX_PAGE:
+        return f"its meta page gives a page size of {psize}"
+    return psize, last_pg, txnid
+
+
+def _file_problem(path: Path) -> str | None:
+    """Why the files in ``path`` must not be mapped (plain file reads only), or None."""
+    for name in (LMDB_LOCK_FILE, DATA_FILE):
+        try:
+            mode = (path / name).lstat().st_mode
+        except FileNotFoundError:
+            continue
+        if not stat.S_ISREG(mode):
+            return f"{name} is not a regular file"
+    data_path = path / DATA_FILE
+    try:
+        with open(data_path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            head = f.read(_META_SIZE)
+            if not head:
+                return f"{DATA_FILE} is empty"
+            first = _read_meta(head, 0)
+            if isinstance(first, str):
+                return f"{DATA_FILE}: {first}"
+            f.seek(first[0])
+            second = _read_meta(f.read(_META_SIZE), 0)
+    except FileNotFoundError:
+        return None
+    if isinstance(second, str):
+        return f"{DATA_FILE}: second meta page: {second}"
+    psize, last_pg, _txnid = max(first, second, key=lambda m: m[2])
+    if psize != first[0]:
+        return f"{DATA_FILE}: its meta pages disagree on the page size ({first[0]}, {second[0]})"
+    need = (last_pg + 1) * psize
+    if size < need:
+        return f"{DATA_FILE} is {size} bytes, shorter than the {need} bytes ({last_pg + 1} pages) its newest meta page uses"
+    return None
+
+
+def check_env(path: Path) -> str | None:
+    """Why the LMDB environment in ``path`` cannot be opened safely, or None when it can (or when
+    there is none). Never maps a file that failed the plain-read checks (see the module docstring)."""
+    problem = _file_problem(path)
+    if problem is not None or not (path / DATA_FILE).exists():
+        return problem
+    try:
+        # Read-only and without the lock file: nothing is written, whoever holds the directory.
+        env = lmdb.open(str(path), readonly=True, lock=False, max_dbs=2, create=False)
+        try:
+            with env.begin() as txn:
+                for name in (b"data", b"meta"):
+                    try:
+                        db = env.open_db(name, txn=txn, create=False)
+                    except lmdb.NotFoundError:
+                        continue  # not created yet: the engine's first open creates it
+                    txn.stat(db)
+                    txn.get(_OFFSET, db=db)
+                    txn.get(_DIRTY, db=db)
+        finally:
+            env.close()
+    except lmdb.Error as e:
+        return f"LMDB cannot read it: {type(e).__name__}: {e}"
+    return None
+
+
+def remove_env(path: Path) -> None:
+    """Delete the LMDB files of ``path`` (whatever they are), so the next open starts empty."""
+    for name in (DATA_FILE, LMDB_LOCK_FILE):
+        file = path / name
+        if file.is_dir() and not file.is_symlink():
+            shutil.rmtree(file)
+        else:
+            file.unlink(missing_ok=True)
+
+
+def _lmdb_errno(error: lmdb.Error) -> int | None:
+    """The errno behind an LMDB error (py-lmdb's exceptions carry only a message)."""
+    if isinstance(error, lmdb.DiskError):
+        return errno.ENOSPC
+    if isinstance(error, lmdb.MemoryError):
+        return errno.ENOMEM
+    text = str(error)
+    for code in (errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.ENOMEM):
+        if os.strerror(code) in text:
+            return code
+    return None
 
 
 class MapFullWhileReadingError(Exception):
@@ -99,13 +249,36 @@ class LmdbEngine:
     """One store's LMDB environment. Used by one thread of one process (the one running the task)."""
 
     def __init__(self, path: Path, map_size: int = DEFAULT_MAP_SIZE, sync: bool = True) -> None:
-        path.mkdir(parents=True, exist_ok=True)
+        """Open (or create) the environment in ``path``. Raises ``StoreError`` when its files cannot
+        be opened safely (``check_env``, checked first: never a crash) or cannot be created."""
         self.path = path
-        # One process uses the environment: no locking between processes needed (lock=False would
-        # be faster, but a second container on the same directory must fail, not corrupt it).
-        self._env = lmdb.open(str(path), map_size=map_size, max_dbs=2, sync=sync, metasync=sync, writemap=False)
-        self._data = self._env.open_db(b"data")
-        self._meta = self._env.open_db(b"meta")
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise store_io_error(path, "creating the store directory", e) from e
+        problem = _file_problem(path)
+        if problem is not None:
+            raise StoreError(
+                str(path),
+                f"its LMDB files cannot be opened safely: {problem}",
+                "delete the directory: a changelogged store is then restored from its changelog",
+            )
+        try:
+            fd = os.open(path / LMDB_LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            try:
+                os.posix_fallocate(fd, 0, _LOCK_FILE_BYTES)  # allocated, never a sparse page (see above)
+            finally:
+                os.close(fd)
+        except OSError as e:
+            raise store_io_error(path, f"allocating its {LMDB_LOCK_FILE} file", e) from e
+        try:
+            # One process uses the environment: no locking between processes needed (lock=False would
+            # be faster, but a second container on the same directory must fail, not corrupt it).
+            self._env = lmdb.open(str(path), map_size=map_size, max_dbs=2, sync=sync, metasync=sync, writemap=False)
+            self._data = self._env.open_db(b"data")
+            self._meta = self._env.open_db(b"meta")
+        except lmdb.Error as e:
+            raise store_io_error(path, "opening its LMDB files", e, _lmdb_errno(e)) from e
         # Open readers (a forgotten one is aborted by the garbage collector, and leaves this set).
         self._readers: weakref.WeakSet[LmdbReader] = weakref.WeakSet()
 
@@ -164,24 +337,30 @@ class LmdbEngine:
         data dirty (it holds writes no commit covers); an int records it as the data's offset.
 
         A full map grows. With readers open it raises ``MapFullWhileReadingError`` (nothing written),
-        unless ``invalidate_readers``: then it closes them first."""
+        unless ``invalidate_readers``: then it closes them first. A write the filesystem refuses (a
+        full disk, an I/O error) raises ``StoreError``; nothing of the batch is written."""
         batch = list(writes)
         while True:
             try:
-                with self._env.begin(write=True) as txn:
-                    for key, value in batch:
-                        if value is None:
-                            txn.delete(key, db=self._data)
-                        else:
-                            txn.put(key, value, db=self._data)
-                    if changelog_offset is None:
-                        txn.put(_DIRTY, b"1", db=self._meta)
-                    else:
-                        txn.delete(_DIRTY, db=self._meta)
-                        txn.put(_OFFSET, str(changelog_offset).encode(), db=self._meta)
+                self._write(batch, changelog_offset)
                 return
             except lmdb.MapFullError:
                 self._grow(invalidate_readers)
+            except lmdb.Error as e:
+                raise store_io_error(self.path, "writing to LMDB", e, _lmdb_errno(e)) from e
+
+    def _write(self, batch: list[tuple[bytes, bytes | None]], changelog_offset: int | None) -> None:
+        with self._env.begin(write=True) as txn:
+            for key, value in batch:
+                if value is None:
+                    txn.delete(key, db=self._data)
+                else:
+                    txn.put(key, value, db=self._data)
+            if changelog_offset is None:
+                txn.put(_DIRTY, b"1", db=self._meta)
+            else:
+                txn.delete(_DIRTY, db=self._meta)
+                txn.put(_OFFSET, str(changelog_offset).encode(), db=self._meta)
 
     def _grow(self, invalidate_readers: bool) -> None:
         size = int(self._env.info()["map_size"]) * 2
@@ -196,10 +375,17 @@ class LmdbEngine:
                 "commit while it was open (LMDB cannot grow under an open read transaction); close iterators "
                 "(use `with`) before process() or window() returns"
             )
-        self._env.set_mapsize(size)
+        try:
+            self._env.set_mapsize(size)
+        except lmdb.Error as e:
+            raise store_io_error(self.path, f"growing the LMDB map to {size} bytes", e, _lmdb_errno(e)) from e
 
     def sync(self) -> None:
-        self._env.sync(True)
+        """Make every committed write durable (fsync); ``StoreError`` when the filesystem fails it."""
+        try:
+            self._env.sync(True)
+        except lmdb.Error as e:
+            raise store_io_error(self.path, "syncing LMDB to disk", e, _lmdb_errno(e)) from e
 
     def close(self) -> None:
         for r in list(self._readers):

@@ -15,12 +15,19 @@ samzamp follows Samza's way, not Quix's offset headers):
    them, the restored value (or a tombstone) is written to the changelog again, so the changelog's
    latest value per key is the committed state and the next full restore cannot resurrect them.
 
+Local LMDB files that cannot be opened safely (``lmdb.check_env``: a truncated ``data.mdb``, a file
+that is not LMDB's) are removed with a warning before anything maps them: a changelogged store then
+restores in full, a non-logged one starts empty (as Samza wipes non-logged stores at every start).
+
 Without transactional restore the whole changelog (or its tail after ``L``) is replayed and nothing
 is reverted, as Samza's non-transactional restore does.
 
 Commit (step 4 of the commit pipeline, after the changelog producer was flushed): each store applies
 its write buffer to LMDB together with the newest acknowledged changelog offset, then writes its
 OFFSET file; the offsets become the checkpoint's state markers.
+
+A store's files that the filesystem refuses to write (a full disk, an I/O error) raise ``StoreError``
+naming the store, the task and the directory; a commit that raises writes no checkpoint.
 """
 
 from __future__ import annotations
@@ -35,12 +42,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from samzamp.api.envelope import SystemStream
-from samzamp.api.errors import SystemFailureError
+from samzamp.api.errors import StoreError, SystemFailureError
 from samzamp.config.settings import JobSettings, StoreSettings
 from samzamp.serde.registry import SerdeRegistry
 from samzamp.storage.dirs import lock_store_dir, store_dir, unlock_store_dir
-from samzamp.storage.lmdb import LmdbEngine
-from samzamp.storage.offset_file import read_offset_file, write_offset_file
+from samzamp.storage.io_errors import store_files
+from samzamp.storage.lmdb import LmdbEngine, check_env, remove_env
+from samzamp.storage.offset_file import OFFSET_FILE, read_offset_file, write_offset_file
 from samzamp.storage.store import LmdbKeyValueStore
 
 if TYPE_CHECKING:
@@ -115,14 +123,40 @@ class TaskStorage:
 
     # -- open + restore -----------------------------------------------------------------------------
     def open(self, markers: dict[str, str]) -> list[RestoreReport]:
-        """Open (and restore) every configured store; ``markers``: the last checkpoint's state markers."""
-        return [self._open_store(st, markers) for _, st in sorted(self._settings.stores.items())]
+        """Open (and restore) every configured store; ``markers``: the last checkpoint's state markers.
+        ``StoreError`` (naming the store, this task and the directory) when a store's files fail."""
+        reports = []
+        for _, st in sorted(self._settings.stores.items()):
+            try:
+                reports.append(self._open_store(st, markers))
+            except StoreError as e:
+                raise e.of(st.name, self.task_name) from e
+        return reports
+
+    def _remove_unusable_files(self, st: StoreSettings, path: Path) -> None:
+        """Remove the LMDB files of ``path`` if they cannot be opened safely (``check_env``), with a
+        warning: opening them could crash the process, and their data is lost either way."""
+        problem = check_env(path)
+        if problem is None:
+            return
+        log.warning(
+            "store %r of task %r: the LMDB files in %s cannot be used (%s); removing them: %s",
+            st.name,
+            self.task_name,
+            path,
+            problem,
+            "full restore from the changelog" if st.changelog else "the store starts empty (it has no changelog)",
+        )
+        with store_files(path, "removing its unusable LMDB files"):
+            (path / OFFSET_FILE).unlink(missing_ok=True)
+            remove_env(path)
 
     def _open_store(self, st: StoreSettings, markers: dict[str, str]) -> RestoreReport:
         started = time.monotonic()
         base = Path(self._settings.logged_store_base_dir if st.changelog else self._settings.non_logged_store_base_dir)
         path = store_dir(base, st.name, self.task_name)
         self._locks.append(lock_store_dir(path, wait_s=LOCK_WAIT_S))
+        self._remove_unusable_files(st, path)
         key_serde = self._serdes.get(st.key_serde, f"stores.{st.name}.key.serde")
         msg_serde = self._serdes.get(st.msg_serde, f"stores.{st.name}.msg.serde")
         if st.changelog is None:
@@ -250,13 +284,16 @@ class TaskStorage:
         markers: dict[str, str] = {}
         for name, store in self.stores.items():
             st = self._settings.stores[name]
-            if st.changelog is None:
-                store.commit(-1)
-                continue
-            newest = self._producers[st.changelog.system].newest(st.changelog.stream, self._partition)
-            offset = max(self._offsets[name], -1 if newest is None else newest)
-            store.commit(offset)
-            write_offset_file(store.engine.path, self._changelog_name(st.changelog), offset)
+            try:
+                if st.changelog is None:
+                    store.commit(-1)
+                    continue
+                newest = self._producers[st.changelog.system].newest(st.changelog.stream, self._partition)
+                offset = max(self._offsets[name], -1 if newest is None else newest)
+                store.commit(offset)
+                write_offset_file(store.engine.path, self._changelog_name(st.changelog), offset)
+            except StoreError as e:
+                raise e.of(name, self.task_name) from e
             self._offsets[name] = offset
             markers[name] = str(offset)
         return markers

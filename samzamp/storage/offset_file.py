@@ -19,6 +19,8 @@ from pathlib import Path
 
 import msgspec
 
+from samzamp.storage.io_errors import store_files
+
 __all__ = ["OFFSET_FILE", "StoreOffset", "fsync_dir", "read_offset_file", "write_offset_file"]
 
 OFFSET_FILE = "OFFSET"
@@ -31,14 +33,16 @@ class StoreOffset(msgspec.Struct, frozen=True):
 
 
 def write_offset_file(store_dir: Path, changelog: str, offset: int) -> None:
+    """Record ``offset`` (atomically, durably); ``StoreError`` when the filesystem refuses it."""
     payload = msgspec.json.encode(StoreOffset(1, changelog, offset))
     tmp = store_dir / (OFFSET_FILE + ".tmp")
-    with open(tmp, "wb") as f:
-        f.write(zlib.crc32(payload).to_bytes(4, "big") + payload)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, store_dir / OFFSET_FILE)
-    fsync_dir(store_dir)
+    with store_files(store_dir, f"writing its {OFFSET_FILE} file"):
+        with open(tmp, "wb") as f:
+            f.write(zlib.crc32(payload).to_bytes(4, "big") + payload)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, store_dir / OFFSET_FILE)
+        fsync_dir(store_dir)
 
 
 def fsync_dir(path: Path) -> None:

@@ -25,6 +25,7 @@ import logging
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from samzamp.api.errors import StoreError
 from samzamp.api.serde import Serde
 from samzamp.storage.lmdb import LmdbEngine, LmdbReader, MapFullWhileReadingError
 
@@ -215,6 +216,8 @@ class LmdbKeyValueStore:
             return
         try:
             self.engine.apply(self._buffer.items(), None)  # dirty until the next commit
+        except StoreError as e:
+            raise e.of(self.name) from e  # the buffer is kept: the next spill or commit tries again
         except MapFullWhileReadingError:
             # LMDB cannot grow its map under the open iterators' read transactions: keep buffering
             # (reads stay right) and spill once they are closed, or at the commit.
@@ -236,10 +239,13 @@ class LmdbKeyValueStore:
                 self.name,
                 open_readers,
             )
-        self.engine.apply(self._buffer.items(), changelog_offset, invalidate_readers=True)
-        self._buffer.clear()
-        self._spill_deferred = False
-        self.engine.sync()
+        try:
+            self.engine.apply(self._buffer.items(), changelog_offset, invalidate_readers=True)
+            self._buffer.clear()
+            self._spill_deferred = False
+            self.engine.sync()
+        except StoreError as e:
+            raise e.of(self.name) from e
 
     def close(self) -> None:
         self._buffer.clear()

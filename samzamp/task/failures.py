@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from samzamp.api.envelope import SystemStreamPartition
-from samzamp.api.errors import SerdeError, TaskError
+from samzamp.api.errors import SerdeError, StoreError, TaskError
 
 __all__ = ["deserialization_error", "is_ignored", "task_failure"]
 
@@ -23,9 +23,12 @@ def is_ignored(error: BaseException, ignored: tuple[str, ...]) -> bool:
 def task_failure(
     task_name: str, error: BaseException, ssp: SystemStreamPartition | None = None, offset: int | None = None
 ) -> BaseException:
-    """The error that stops the container: names the task and, for process(), the SSP and offset."""
+    """The error that stops the container: names the task and, for process(), the SSP and offset.
+    A store's failing files are not the task's failure: they stay a ``StoreError``, naming the task."""
     if isinstance(error, TaskError):
         return error
+    if isinstance(error, StoreError):
+        return error.of(task=task_name)
     where = f" processing {ssp} offset {offset}" if ssp is not None else ""
     err = TaskError(f"task {task_name!r} failed{where}: {type(error).__name__}: {error}")
     err.__cause__ = error

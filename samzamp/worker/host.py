@@ -19,6 +19,7 @@ Exit codes: 0 after ``Stop``; 3 when the container's process went away; 1 on an 
 from __future__ import annotations
 
 import ctypes
+import faulthandler
 import logging
 import os
 import signal
@@ -391,6 +392,9 @@ class _Stopped(Exception):
 
 
 def main() -> int:
+    # A crash in native code prints where it happened on stderr (the container's), not only the
+    # container's "worker died" line.
+    faulthandler.enable()
     spec = msgspec.json.decode(sys.stdin.buffer.read(), type=f.WorkerSpec)
     _die_with_parent(spec.parent_pid)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the container decides when its workers stop

@@ -7,7 +7,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -111,9 +111,13 @@ class Container:
 
     started: ClassVar[list[Container]] = []  # killed after each test if still running (conftest)
 
-    def __init__(self, config: Path, bootstrap: str, *overrides: str, log: Path | None = None) -> None:
+    def __init__(
+        self, config: Path, bootstrap: str, *overrides: str, log: Path | None = None, wrapper: Sequence[str] = ()
+    ) -> None:
+        """``wrapper``: a command that runs the container as its arguments (e.g. in other namespaces)."""
         env = child_env()
         args = [
+            *wrapper,
             sys.executable,
             "-m",
             "samzamp.cli.container",

@@ -7,6 +7,7 @@ Config keys (passed through to the task): test.record.dir, test.output.
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import fcntl
 import gc
 import os
@@ -136,6 +137,13 @@ class AsyncSpanTask(AsyncStreamTask, _SpanRecorder):
         self.record(f"P {t0} {time.monotonic_ns()}")
 
 
+class NativeCrashTask(StreamTask):
+    """Crashes its process in native code (a read of address 0) at its first message."""
+
+    def process(self, envelope, collector, coordinator) -> None:
+        ctypes.string_at(0)
+
+
 class FailingTask(StreamTask):
     """Requests a commit at m1000, raises on m3000."""
 
@@ -221,6 +229,21 @@ class StoreCountTask(StreamTask, InitableTask, _Recorder):
         self.record(f"P {envelope.system_stream_partition.partition} {envelope.offset}")
         if self.shutdown_after and self.seen == self.shutdown_after:
             coordinator.shutdown(RequestScope.ALL_TASKS_IN_CONTAINER)
+
+
+class StorePadCountTask(StoreCountTask, _CheckpointRecorder):
+    """StoreCountTask that also writes test.pad.bytes bytes per message into the store "pad" (its own
+    key each), so that its stores keep growing: a job that fills a small disk. Records checkpoints
+    as ``K <partition> <offset>``."""
+
+    def init(self, context) -> None:
+        super().init(context)
+        self.pad = context.get_store("pad")
+        self.pad_value = "x" * int(context.config.get("test.pad.bytes", 1000))
+
+    def process(self, envelope, collector, coordinator) -> None:
+        self.pad.put(f"{envelope.system_stream_partition.partition}-{envelope.offset}", self.pad_value)
+        super().process(envelope, collector, coordinator)
 
 
 class StoreDeleteTask(StreamTask, InitableTask, _Recorder):

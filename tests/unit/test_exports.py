@@ -29,6 +29,7 @@ PUBLIC = [
     "SamzampError",
     "Serde",
     "SerdeError",
+    "StoreError",
     "StreamTask",
     "SystemFailureError",
     "SystemStream",
