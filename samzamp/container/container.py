@@ -36,6 +36,7 @@ from samzamp.container.run_loop import RunLoop
 from samzamp.container.systems import Systems
 from samzamp.container.task_instance import TaskInstance
 from samzamp.container.worker_task_proxy import WorkerTaskProxy
+from samzamp.coordinator.grouper import task_order
 from samzamp.coordinator.job_model import JobModel, TaskModel
 from samzamp.dispatch.adapters import CoroutineAdapter, adapt_task
 from samzamp.dispatch.process.placement import place_tasks
@@ -120,8 +121,8 @@ class SamzaContainer:
             if loop.draining or loop.shutdown_requested or loop.error is not None:
                 raise ValueError(f"job model generation {model.generation}: the container is stopping")
             current = self.job_model.tasks
-            leaving = sorted(n for n, t in current.items() if not same_task(t, model.tasks.get(n)))
-            arriving = sorted(n for n, t in model.tasks.items() if not same_task(t, current.get(n)))
+            leaving = sorted((n for n, t in current.items() if not same_task(t, model.tasks.get(n))), key=task_order)
+            arriving = sorted((n for n, t in model.tasks.items() if not same_task(t, current.get(n))), key=task_order)
             try:
                 if leaving:
                     await self._stop_tasks(leaving)

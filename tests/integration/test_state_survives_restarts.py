@@ -28,10 +28,10 @@ from kafka_util import (
     wait_until,
     write_config,
 )
+from test_state import _store_contents
 
 from samzamp.coordinator.metadata_store import decode_coordinator_key
 from samzamp.coordinator.task_history import CHANGELOG_NAMESPACE, SSP_NAMESPACE
-from samzamp.storage.lmdb import LmdbEngine
 
 pytestmark = pytest.mark.integration
 
@@ -65,17 +65,6 @@ def _delete_topic(bootstrap: str, topic: str) -> None:
     while topic in admin.list_topics(timeout=5).topics:
         assert time.monotonic() < deadline, f"topic {topic} was never deleted"
         time.sleep(0.05)
-
-
-def _store_contents(state: Path) -> dict[str, dict[str, int]]:
-    out = {}
-    for d in sorted((state / "counts").iterdir()):
-        engine = LmdbEngine(d)
-        try:
-            out[d.name] = {k.decode(): struct.unpack(">q", v)[0] for k, v in engine.items()}
-        finally:
-            engine.close()
-    return out
 
 
 def _word_counts(messages: dict[int, list[int]], task_of: dict[int, str]) -> dict[str, dict[str, int]]:

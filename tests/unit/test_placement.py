@@ -64,3 +64,8 @@ def test_no_workers_is_an_error_not_a_silent_empty_placement() -> None:
         place_task([])
     with pytest.raises(ValueError, match="no workers"):
         place_tasks({"a": 1}, [])
+
+
+def test_tasks_are_placed_in_numeric_task_order() -> None:
+    tasks = {f"Partition {p}": {p} for p in range(12)}
+    assert assign_tasks(tasks, 3) == {f"Partition {p}": p % 3 for p in range(12)}

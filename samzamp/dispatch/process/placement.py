@@ -1,15 +1,17 @@
 """Which worker a task runs in: balanced by input partitions (SSPs), and stable.
 
-A task's load is its number of SSPs. Tasks that arrive go, largest first (then by name), each to the
-least loaded worker (ties to the lowest index); tasks already placed never move, as a task's move
-costs a close, a final commit and a restore. Placing a whole job on an empty pool is the same rule
-from zero loads, so the same tasks on the same pool size land where they did on every start (where
-their local stores are).
+A task's load is its number of SSPs. Tasks that arrive go, largest first (then in task order:
+"Partition 2" before "Partition 10"), each to the least loaded worker (ties to the lowest index);
+tasks already placed never move, as a task's move costs a close, a final commit and a restore.
+Placing a whole job on an empty pool is the same rule from zero loads, so the same tasks on the same
+pool size land where they did on every start (where their local stores are).
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
+
+from samzamp.coordinator.grouper import task_order
 
 __all__ = ["assign_tasks", "place_task", "place_tasks"]
 
@@ -27,7 +29,7 @@ def place_tasks(arriving: Mapping[str, int], loads: Sequence[int]) -> dict[str, 
     SSP count of the tasks each worker holds already, which stay where they are."""
     load = list(loads)
     out: dict[str, int] = {}
-    for name in sorted(arriving, key=lambda n: (-arriving[n], n)):
+    for name in sorted(arriving, key=lambda n: (-arriving[n], task_order(n))):
         i = out[name] = place_task(load)
         load[i] += arriving[name]
     return out
