@@ -22,13 +22,11 @@ from kafka_util import (
     child_env,
     count_lines,
     create_topic,
-    job_toml,
     read_all,
     seed_input,
     wait_until,
-    write_config,
 )
-from test_state import _store_contents
+from test_state import _store_contents, _store_toml
 
 from samzamp.coordinator.metadata_store import decode_coordinator_key
 from samzamp.coordinator.task_history import CHANGELOG_NAMESPACE, SSP_NAMESPACE
@@ -38,24 +36,10 @@ pytestmark = pytest.mark.integration
 WORDS = 37
 
 
-def _config(tmp_path: Path, unique: str, topic: str, task: str, extra: str = "") -> tuple[Path, Path, Path, str]:
-    rec = tmp_path / "rec"
-    rec.mkdir(exist_ok=True)
-    state = tmp_path / "state"
-    changelog = f"counts-log-{unique}"
-    stores = f"""
-[stores.counts]
-factory = "lmdb"
-changelog = "kafka.{changelog}"
-key.serde = "string"
-msg.serde = "long"
-{extra}
-"""
-    top = f'"job.logged.store.base.dir" = "{state}"'
-    cfg = write_config(
-        tmp_path / "job.toml", job_toml(f"keep-{unique}", f"recording_tasks:{task}", topic, rec, stores, top)
-    )
-    return cfg, rec, state, changelog
+def _config(tmp_path: Path, unique: str, topic: str, task: str) -> tuple[Path, Path, Path, str]:
+    """test_state's counting job (store "counts", job "state-<unique>") and its changelog topic."""
+    cfg, rec, state = _store_toml(tmp_path, unique, topic, task)
+    return cfg, rec, state, f"counts-log-{unique}"
 
 
 def _delete_topic(bootstrap: str, topic: str) -> None:
@@ -147,7 +131,7 @@ def test_a_lost_checkpoint_topic_keeps_every_store(
     assert before == _word_counts(_produced(parts, n), tasks)
     records_before = sum(len(v) for v in _changelog(broker.bootstrap_servers, changelog, parts).values())
 
-    _delete_topic(broker.bootstrap_servers, f"__samza_checkpoint_ver_1_for_keep-{unique}_1")
+    _delete_topic(broker.bootstrap_servers, f"__samza_checkpoint_ver_1_for_state-{unique}_1")
     if local_state == "wiped":
         shutil.rmtree(state)
     known = set(rec.glob("*.state"))
@@ -218,10 +202,10 @@ def test_more_input_partitions_without_expansion_and_too_small_a_changelog_stop_
     cfg, rec, state, changelog = _config(tmp_path, unique, topic, "StoreCountTask")
     _run(cfg, broker, rec, 400, tmp_path / "run-0.log", 4)
     changelog_before = _changelog(broker.bootstrap_servers, changelog, 4)
-    coordinator = f"__samza_coordinator_keep-{unique}_1"
+    coordinator = f"__samza_coordinator_state-{unique}_1"
     history_before = _history_records(broker.bootstrap_servers, coordinator)
     assert len(history_before) == 8  # 4 tasks' changelog partitions, 4 SSPs' tasks
-    checkpoints = f"__samza_checkpoint_ver_1_for_keep-{unique}_1"
+    checkpoints = f"__samza_checkpoint_ver_1_for_state-{unique}_1"
     checkpoints_before = len(read_all(broker.bootstrap_servers, checkpoints, [0]))
 
     _delete_topic(broker.bootstrap_servers, topic)
