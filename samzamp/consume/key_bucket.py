@@ -1,0 +1,60 @@
+"""Key buckets: which virtual task of a partition a message belongs to (job.elasticity.factor).
+
+A message's key bucket is a hash of its **serialized key bytes**, as they came from the broker,
+modulo the factor F; a message with a null key goes by its offset modulo F. The bucket is computed
+before anything is deserialized, so a container never decodes a message of a bucket it does not own.
+
+The hash is samzamp's own and stable forever (a checkpoint, a changelog re-bucketing and every
+container of a job must agree on it): 64-bit FNV-1a over the bytes, then MurmurHash3's 64-bit
+finalizer (fmix64), taken modulo F. It is chosen to be unrelated to both Kafka partitioners, Java's
+murmur2 and librdkafka's CRC32-based default: a hash correlated with the partitioner would put the
+keys of one partition into a few of its buckets. Because every factor takes the same 64-bit hash
+modulo F, a bucket ``b`` of factor F splits into buckets ``b``, ``b + F``, ... of factor ``k * F``
+(the split and merge of virtual tasks rely on it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from samzamp.systems.base import RawMessage
+
+__all__ = ["key_bucket", "key_hash", "split_by_key_bucket"]
+
+_FNV_OFFSET = 0xCBF29CE484222325
+_FNV_PRIME = 0x100000001B3
+_MASK = 0xFFFFFFFFFFFFFFFF
+
+
+def key_hash(key: bytes) -> int:
+    """The 64-bit key hash of ``key`` (unsigned): FNV-1a 64, then fmix64."""
+    h = _FNV_OFFSET
+    for byte in key:
+        h = ((h ^ byte) * _FNV_PRIME) & _MASK
+    h ^= h >> 33
+    h = (h * 0xFF51AFD7ED558CCD) & _MASK
+    h ^= h >> 33
+    h = (h * 0xC4CEB9FE1A85EC53) & _MASK
+    h ^= h >> 33
+    return h
+
+
+def key_bucket(key: bytes | None, offset: int, factor: int) -> int:
+    """The bucket (0 .. factor - 1) of a message with serialized ``key`` at ``offset``."""
+    if key is None:
+        return offset % factor
+    return key_hash(key) % factor
+
+
+def split_by_key_bucket(msgs: Sequence[RawMessage], factor: int) -> list[list[RawMessage]]:
+    """``msgs`` (one partition's, in offset order) split into ``factor`` lists by key bucket, each in
+    the order given. A control marker (negative offset) goes into every list, where it was."""
+    out: list[list[RawMessage]] = [[] for _ in range(factor)]
+    for m in msgs:
+        offset = m[0]
+        if offset < 0:
+            for bucket in out:
+                bucket.append(m)
+        else:
+            out[key_bucket(m[1], offset, factor)].append(m)
+    return out
