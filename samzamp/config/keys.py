@@ -125,6 +125,12 @@ KEYS: tuple[KeySpec, ...] = (
     # task
     KeySpec("task.class", "str", None, "The task class, as module:Class or module.Class (required)."),
     KeySpec("task.inputs", "list", None, "Input streams as system.stream (required)."),
+    KeySpec(
+        "task.broadcast.inputs",
+        "list",
+        None,
+        "Partitions every task reads whole (system.stream#N or system.stream#[a-b]), each task checkpointing them.",
+    ),
     KeySpec("task.window.ms", "int", -1, "Call window() this often (ms); -1 disables (0 is refused).", 1, MAX_MS, -1),
     KeySpec("task.window.on.end.of.stream", "bool", False, "At end of input: a last window() before on_end_of_stream."),
     KeySpec(

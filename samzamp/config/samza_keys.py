@@ -168,13 +168,6 @@ SAMZA_KEYS: tuple[SamzaKey, ...] = (
     ),
     SamzaKey("task.name.grouper.factory", "assigning tasks to containers", _NO_CLUSTER),
     SamzaKey(
-        "task.broadcast.inputs",
-        "inputs that every task reads",
-        "broadcast inputs are not supported yet, so each partition would go to one task only; remove it",
-        fatal=True,
-        harmless=_off(""),
-    ),
-    SamzaKey(
         "task.commit.max.delay.ms",
         "delaying a commit behind the previous one",
         "samzamp commits synchronously: a commit waits for the broker's acknowledgement",

@@ -6,10 +6,11 @@ the whole validation that runs before anything connects (see ``samzamp.config.va
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from samzamp.api.envelope import SystemStream
+from samzamp.api.envelope import SystemStream, SystemStreamPartition
 from samzamp.api.errors import ConfigError
 from samzamp.config.config import Config
 from samzamp.config.keys import ConfigWarning
@@ -61,6 +62,10 @@ class TaskSettings:
     fetch_threshold: int
     consumer_batch_size: int
     window_on_end_of_stream: bool = False
+    # task.broadcast.inputs: partitions every task reads whole, each task checkpointing them on its own.
+    broadcast_inputs: frozenset[SystemStreamPartition] = frozenset()
+    # Streams read only for their broadcast partitions (named in task.broadcast.inputs, not in task.inputs).
+    broadcast_only: frozenset[SystemStream] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -138,6 +143,7 @@ class JobSettings:
     transactional_restore: bool = True
     retain_existing_state: bool = True  # a store without a checkpointed marker keeps its changelog's state
     input_expansion: bool = True  # new input partitions join old tasks (newPartition % oldCount)
+    elasticity_factor: int = 1  # key buckets per partition: each a virtual task (1: a task per partition)
     coordinator_system: str = ""
     coordinator_topic: str = ""
     coordinator_replication_factor: int = 1
@@ -189,8 +195,6 @@ class JobSettings:
                         f"worker processes (>= 2) need systems they can reach themselves; system {s_name!r} is "
                         "in-memory (use 0 or 1, or a kafka system)",
                     )
-        if config.get_int("job.elasticity.factor", 1) != 1:
-            raise ConfigError("job.elasticity.factor", "virtual tasks (factor > 1) are not available yet; use 1")
         if config.get_str("job.coordinator.factory", "passthrough") == "zk":
             raise ConfigError("job.coordinator.factory", "zk (standalone mode) is not available yet; use passthrough")
         if config.get_int("job.container.count", 1) != 1:
@@ -257,6 +261,7 @@ class JobSettings:
             transactional_restore=config.get_bool("task.transactional.state.restore.enabled", True),
             retain_existing_state=config.get_bool("task.transactional.state.retain.existing.state", True),
             input_expansion=config.get_bool("job.systemstreampartition.input.expansion.enabled", True),
+            elasticity_factor=config.get_int("job.elasticity.factor", 1),
             systems=systems,
             serializers=serializers,
             coordinator_system=coordinator_system,
@@ -520,6 +525,9 @@ def _task(config: Config, systems: dict[str, SystemSettings], default_system: st
     inputs = tuple(parse_system_stream("task.inputs", i, default_system, systems) for i in raw_inputs)
     if len(set(inputs)) != len(inputs):
         raise ConfigError("task.inputs", "lists a stream twice")
+    broadcast = _broadcast_inputs(config, systems, default_system)
+    broadcast_only = frozenset(SystemStream(s.system, s.stream) for s in broadcast) - set(inputs)
+    inputs += tuple(sorted(broadcast_only))
     for ss in inputs:
         _stream(config, systems, ss)  # validates the stream's keys now, before anything connects
     return TaskSettings(
@@ -540,4 +548,29 @@ def _task(config: Config, systems: dict[str, SystemSettings], default_system: st
         fetch_threshold=config.get_int("task.fetch.threshold", 50000),
         consumer_batch_size=config.get_int("task.consumer.batch.size", 64),
         window_on_end_of_stream=config.get_bool("task.window.on.end.of.stream", False),
+        broadcast_inputs=broadcast,
+        broadcast_only=broadcast_only,
     )
+
+
+def _broadcast_inputs(
+    config: Config, systems: dict[str, SystemSettings], default_system: str | None
+) -> frozenset[SystemStreamPartition]:
+    """task.broadcast.inputs in Samza's forms: ``system.stream#3`` and ``system.stream#[0-2]``."""
+    key = "task.broadcast.inputs"
+    out: set[SystemStreamPartition] = set()
+    for entry in config.get_list(key):
+        text = str(entry).strip()
+        stream_text, hash_sign, partitions = text.partition("#")
+        match = re.fullmatch(r"(\d+)|\[(\d+)-(\d+)\]", partitions.strip())
+        if not hash_sign or match is None:
+            raise ConfigError(key, f"{text!r}: write system.stream#N or system.stream#[first-last]")
+        ss = parse_system_stream(key, stream_text.strip(), default_system, systems)
+        if match.group(1) is not None:
+            first = last = int(match.group(1))
+        else:
+            first, last = int(match.group(2)), int(match.group(3))
+            if first > last:
+                raise ConfigError(key, f"{text!r}: the range [{first}-{last}] is empty; write [low-high]")
+        out.update(SystemStreamPartition(ss.system, ss.stream, p) for p in range(first, last + 1))
+    return frozenset(out)

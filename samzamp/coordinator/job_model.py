@@ -7,7 +7,7 @@ handed to take a task on (``dispatch.process.frames.AddTask``).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 
 import msgspec
 
@@ -51,21 +51,31 @@ def job_model(
     *,
     expansion: bool = True,
     generation: int = 1,
+    factor: int = 1,
+    broadcast: Collection[SystemStreamPartition] = (),
 ) -> tuple[JobModel, TaskHistory]:
     """The job model of one processor that owns every task, and the task history it implies.
 
-    ``grouper``'s tasks over ``ssps`` (with ``expansion``, a stream's new partitions join the tasks
-    ``history`` says its old ones had: ``grouper.expand``), each task's SSPs in sorted order, each
-    task's changelog partition as ``history`` recorded it, new tasks on the next free partitions.
+    ``grouper``'s tasks over ``ssps`` (with ``factor`` > 1, ``factor`` virtual tasks per task, each
+    reading one key bucket of its partitions; with ``expansion``, a stream's new partitions join the
+    tasks ``history`` says its old ones had: ``grouper.expand``), each task's SSPs in sorted order,
+    each task's changelog partition as ``history`` recorded it, new tasks on the next free
+    partitions. The ``broadcast`` SSPs among ``ssps`` are in no group: every task reads them whole.
     The history returned is ``history`` plus the new tasks and SSPs: record it (``task_history``)
     before anything is written to a changelog partition it assigns.
     """
     history = history or TaskHistory()
-    grouped = expand(grouper, ssps, history.ssp_tasks) if expansion else group(grouper, ssps)
+    everywhere = sorted(s for s in ssps if s in broadcast)
+    grouped_ssps = [s for s in ssps if s not in broadcast]
+    if expansion:
+        grouped = expand(grouper, grouped_ssps, history.ssp_tasks, factor)
+    else:
+        grouped = group(grouper, grouped_ssps, factor)
     changelog = assign_changelog_partitions(history.changelog, grouped)
     owners = {ssp: name for name, members in grouped.items() for ssp in members}
     owners.update(history.ssp_tasks)  # an SSP's first task is the one recorded, whatever comes after
     tasks = {
-        name: TaskModel(name, tuple(sorted(grouped[name])), changelog[name]) for name in sorted(grouped, key=task_order)
+        name: TaskModel(name, tuple(sorted(grouped[name])) + tuple(everywhere), changelog[name])
+        for name in sorted(grouped, key=task_order)
     }
     return JobModel(generation, tasks), TaskHistory(owners, changelog)

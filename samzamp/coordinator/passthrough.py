@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 
 from samzamp.api.envelope import SystemStreamPartition
+from samzamp.api.errors import ConfigError
 from samzamp.config.settings import JobSettings
 from samzamp.coordinator.grouper import task_order
 from samzamp.coordinator.job_model import JobModel, job_model
@@ -31,11 +32,22 @@ log = logging.getLogger(__name__)
 
 
 def input_partitions(settings: JobSettings, admins: dict[str, SystemAdmin]) -> list[SystemStreamPartition]:
-    """Every partition of every input, as the admins see them now."""
+    """Every partition the job reads, as the admins see them now: each partition of task.inputs and
+    those of task.broadcast.inputs. ConfigError if a broadcast partition does not exist."""
+    task = settings.task
     ssps: list[SystemStreamPartition] = []
-    for ss in settings.task.inputs:
+    for ss in task.inputs:
         n = admins[ss.system].partition_counts([ss.stream]).get(ss.stream, 0)
-        ssps.extend(SystemStreamPartition(ss.system, ss.stream, p) for p in range(n))
+        here = [SystemStreamPartition(ss.system, ss.stream, p) for p in range(n)]
+        missing = sorted(b for b in task.broadcast_inputs if b.system_stream == ss and b.partition >= n)
+        if missing:
+            raise ConfigError(
+                "task.broadcast.inputs",
+                f"names {', '.join(map(str, missing))}, but {ss} has {n} partitions; name partitions that exist",
+            )
+        if ss in task.broadcast_only:
+            here = [s for s in here if s in task.broadcast_inputs]
+        ssps.extend(here)
     return ssps
 
 
@@ -54,7 +66,14 @@ class PassthroughJobCoordinator:
         known = self._history = read_task_history(
             self._metadata.namespace(CHANGELOG_NAMESPACE), self._metadata.namespace(SSP_NAMESPACE)
         )
-        model, history = job_model(st.grouper, input_partitions(st, self._admins), known, expansion=st.input_expansion)
+        model, history = job_model(
+            st.grouper,
+            input_partitions(st, self._admins),
+            known,
+            expansion=st.input_expansion,
+            factor=st.elasticity_factor,
+            broadcast=st.task.broadcast_inputs,
+        )
         if known.changelog:
             for name, task in model.tasks.items():
                 joined = [str(s) for s in task.ssps if s not in known.ssp_tasks]

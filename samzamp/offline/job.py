@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from samzamp.api.envelope import SystemStreamPartition
 from samzamp.api.errors import ConfigError, SamzampError
 from samzamp.commit.topic_checkpoint import TopicCheckpointManager
 from samzamp.config.config import Config
@@ -27,9 +26,11 @@ from samzamp.config.schema import check_keys
 from samzamp.config.settings import JobSettings
 from samzamp.coordinator.job_model import job_model
 from samzamp.coordinator.metadata_store import CoordinatorStreamStore
+from samzamp.coordinator.passthrough import input_partitions
 from samzamp.coordinator.task_history import CHANGELOG_NAMESPACE, SSP_NAMESPACE, TaskHistory, read_task_history
 from samzamp.offline.changelog import ChangelogSource
 from samzamp.storage.dirs import store_dir
+from samzamp.systems.base import SystemAdmin
 from samzamp.systems.kafka import KafkaClientSettings, KafkaSystemAdmin
 
 if TYPE_CHECKING:
@@ -101,15 +102,21 @@ def resolve_store(config: Config, store: str) -> StoreJob:
     source = ChangelogSource(system, topic, _clients(settings, system, f"read the changelog of store {store!r}"))
 
     # The tasks, as the container groups them: the job's task history, then the grouper.
-    ssps: list[SystemStreamPartition] = []
+    admins: dict[str, SystemAdmin] = {}
     for ss in settings.task.inputs:
         if settings.systems[ss.system].factory != "kafka":
             raise ConfigError("task.inputs", f"{ss} is not on a kafka system; offline jobs need the job's real inputs")
-        counts = KafkaSystemAdmin(_clients(settings, ss.system, "find the job's tasks")).partition_counts([ss.stream])
-        if ss.stream not in counts:
+        admin = admins.setdefault(ss.system, KafkaSystemAdmin(_clients(settings, ss.system, "find the job's tasks")))
+        if ss.stream not in admin.partition_counts([ss.stream]):
             raise OfflineError(f"input stream {ss} does not exist, so the job's tasks cannot be known")
-        ssps.extend(SystemStreamPartition(ss.system, ss.stream, p) for p in range(counts[ss.stream]))
-    model, _ = job_model(settings.grouper, ssps, _task_history(settings), expansion=settings.input_expansion)
+    model, _ = job_model(
+        settings.grouper,
+        input_partitions(settings, admins),
+        _task_history(settings),
+        expansion=settings.input_expansion,
+        factor=settings.elasticity_factor,
+        broadcast=settings.task.broadcast_inputs,
+    )
     base = Path(settings.logged_store_base_dir)
     tasks = tuple(
         sorted(

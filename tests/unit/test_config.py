@@ -891,7 +891,6 @@ def test_samza_keys_samzamp_does_not_use_are_warnings_that_say_why(key: str, val
         ("metrics.reporters", "snapshot,jmx", "no metrics reporters"),
         ("streams.lines.samza.priority", 2, "round robin"),
         ("task.chooser.class", "com.example.PriorityChooserFactory", "round robin"),
-        ("task.broadcast.inputs", "kafka.config#0", "broadcast"),
         ("job.config.rewriters", "regex", "rewriters"),
         ("job.systemstreampartition.matcher.class", "x.RangeMatcher", "every partition"),
         ("serializers.registry.avro.samza.serialized.instance", "rO0AB", "Java objects"),
