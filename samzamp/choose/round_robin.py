@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections import deque
 
-from samzamp.api.envelope import SystemStreamPartition
+from samzamp.consume.lane import Lane
 from samzamp.systems.base import RawMessage
 
 __all__ = ["RoundRobinChooser"]
@@ -20,15 +20,15 @@ class RoundRobinChooser:
     __slots__ = ("_queue",)
 
     def __init__(self) -> None:
-        self._queue: deque[tuple[SystemStreamPartition, RawMessage]] = deque()
+        self._queue: deque[tuple[Lane, RawMessage]] = deque()
 
-    def update(self, ssp: SystemStreamPartition, message: RawMessage) -> None:
+    def update(self, ssp: Lane, message: RawMessage) -> None:
         self._queue.append((ssp, message))
 
-    def choose(self) -> tuple[SystemStreamPartition, RawMessage] | None:
+    def choose(self) -> tuple[Lane, RawMessage] | None:
         return self._queue.popleft() if self._queue else None
 
-    def remove(self, ssp: SystemStreamPartition) -> None:
+    def remove(self, ssp: Lane) -> None:
         # At most one envelope per SSP is held: drop the first match.
         for i, (held, _) in enumerate(self._queue):
             if held == ssp:

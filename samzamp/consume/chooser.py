@@ -7,26 +7,26 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from samzamp.api.envelope import SystemStreamPartition
+from samzamp.consume.lane import Lane
 from samzamp.systems.base import RawMessage
 
 __all__ = ["MessageChooser"]
 
 
 class MessageChooser(Protocol):
-    """Holds at most one envelope per SSP and says which the loop handles next.
+    """Holds at most one envelope per lane (an SSP as one task reads it) and says which the loop handles next.
 
     ``update`` is called with an SSP's next envelope only after the previous one from that SSP was
     chosen and taken for processing; ``choose`` returns None when it holds nothing.
     """
 
-    def update(self, ssp: SystemStreamPartition, message: RawMessage) -> None:
+    def update(self, ssp: Lane, message: RawMessage) -> None:
         """Offer ``ssp``'s next envelope."""
 
-    def choose(self) -> tuple[SystemStreamPartition, RawMessage] | None:
+    def choose(self) -> tuple[Lane, RawMessage] | None:
         """Take the envelope to handle next, or None."""
 
-    def remove(self, ssp: SystemStreamPartition) -> None:
+    def remove(self, ssp: Lane) -> None:
         """Drop the envelope held for ``ssp``, if any: ``choose`` never returns one of ``ssp`` after
         this (until ``update`` offers a new one)."""
 

@@ -31,6 +31,19 @@ Which SSPs are read may change while fetching (``add`` / ``remove``, loop thread
 and go): both take the poll lock, so a consumer is never asked to register or unregister during a
 poll, and a removed SSP leaves nothing behind (buffer, chooser envelope, pause, high watermark).
 
+Lanes (``samzamp.consume.lane``): what is buffered and chosen is keyed by lane, the way one task
+reads one SSP. A partition is fetched once, whoever reads it: each registered partition has a
+``_Reader`` with its lanes. A partition read by one task as a whole (the usual case) has one lane,
+the partition itself, and its messages go straight into its buffer. Otherwise its messages are fanned
+out: with key buckets (job.elasticity.factor) each message to the lane of its bucket, computed from
+the serialized key before anything is decoded (``split_by_key_bucket``); on a broadcast partition
+every message to every task's lane; control markers to every lane. The partition is read from the
+lowest position any of its lanes needs, and each lane skips what is at or below its own start (a
+virtual task whose checkpoint is ahead of its siblings'). A lane that joins a partition read already
+from further on rewinds it, and the other lanes skip what they had. Back-pressure counts and pauses
+partitions, the unit a consumer fetches: one slow lane holds back its partition's siblings (they
+share one position, as in Samza), never the buffers' bound.
+
 Control markers (``samzamp.systems.base``) travel in the buffers as raw messages with a negative
 offset, in order with the data: ``END_OF_STREAM`` (a bounded partition ended), and on a drain
 ``WATERMARK_MAX`` (the SSP's watermark goes to infinity) followed by ``DRAIN`` (nothing more will
@@ -49,8 +62,18 @@ from contextlib import contextmanager
 
 from samzamp.api.envelope import SystemStreamPartition
 from samzamp.consume.chooser import MessageChooser
+from samzamp.consume.key_bucket import split_by_key_bucket
+from samzamp.consume.lane import Lane, lane_ssp, partition_of
 from samzamp.metrics.registry import MetricsRegistry
-from samzamp.systems.base import DRAIN, END_OF_STREAM, WATERMARK_MAX, RawMessage, StartOffset, SystemConsumer
+from samzamp.systems.base import (
+    DRAIN,
+    END_OF_STREAM,
+    OLDEST,
+    WATERMARK_MAX,
+    RawMessage,
+    StartOffset,
+    SystemConsumer,
+)
 
 __all__ = ["SystemConsumers"]
 
@@ -58,6 +81,44 @@ log = logging.getLogger(__name__)
 
 # How often the poller copies the high watermarks the lag metrics read.
 HIGH_WATERMARK_REFRESH_S = 1.0
+
+
+def _earlier(a: StartOffset, b: StartOffset) -> bool:
+    """Whether start ``a`` is before start ``b`` (OLDEST is before every offset)."""
+    if a == OLDEST:
+        return b != OLDEST
+    return b != OLDEST and int(a) < int(b)
+
+
+class _Reader:
+    """One registered partition and the lanes it feeds."""
+
+    __slots__ = ("buckets", "factor", "lanes", "plain", "position", "skip", "ssp")
+
+    def __init__(self, ssp: SystemStreamPartition, start: StartOffset, factor: int) -> None:
+        self.ssp = ssp
+        self.lanes: list[Lane] = []
+        # Per lane: its key bucket (-1: every message), and the offset up to which it skips.
+        self.buckets: dict[Lane, int] = {}
+        self.skip: dict[Lane, int] = {}
+        self.factor = factor  # key buckets; 1: every lane reads every message
+        self.plain = False  # one lane, the partition itself: messages go straight to its buffer
+        self.position: StartOffset = start  # the next offset fetched (what a new lane compares with)
+
+    def join(self, lane: Lane, start: StartOffset) -> None:
+        ssp = lane_ssp(lane)
+        if self.lanes and (ssp.key_bucket == -1) != (self.factor == 1):
+            raise ValueError(f"{ssp}: {self.ssp} is read by key bucket and as a whole at once")
+        self.lanes.append(lane)
+        self.buckets[lane] = ssp.key_bucket
+        self.skip[lane] = start - 1 if isinstance(start, int) else -1
+        self.plain = len(self.lanes) == 1 and lane == self.ssp
+
+    def leave(self, lane: Lane) -> None:
+        self.lanes.remove(lane)
+        del self.buckets[lane]
+        del self.skip[lane]
+        self.plain = len(self.lanes) == 1 and self.lanes[0] == self.ssp
 
 
 class SystemConsumers:
@@ -70,21 +131,31 @@ class SystemConsumers:
         fetch_threshold: int,
         poll_interval_ms: int,
         clock: Callable[[], float] = time.monotonic,
+        elasticity_factor: int = 1,
     ) -> None:
+        """``ssps``: partitions their consumers were registered for already, each read whole by one task.
+        ``elasticity_factor``: the key buckets a partition read by bucket is split into."""
         self._consumers = consumers
         self._clock = clock
+        self._factor = elasticity_factor
         # When the buffers were first found full with some SSP run dry (None: not so now).
         self._starved_since: float | None = None
         self._chooser = chooser
-        # Replaced, never resized, when SSPs come or go: a reader on another thread (a metrics
+        # Replaced, never resized, when lanes come or go: a reader on another thread (a metrics
         # gauge) iterating it sees the old or the new one.
-        self._buffers: dict[SystemStreamPartition, deque[RawMessage]] = {s: deque() for s in ssps}
-        # SSPs whose next envelope the chooser is waiting for (its previous one was taken).
-        self._needed: set[SystemStreamPartition] = set(ssps)
+        self._buffers: dict[Lane, deque[RawMessage]] = {s: deque() for s in ssps}
+        self._readers: dict[SystemStreamPartition, _Reader] = {}
+        self._reader_of: dict[Lane, _Reader] = {}
+        for ssp in ssps:
+            reader = self._readers[ssp] = _Reader(ssp, OLDEST, 1)
+            reader.join(ssp, OLDEST)
+            self._reader_of[ssp] = reader
+        # Lanes whose next envelope the chooser is waiting for (its previous one was taken).
+        self._needed: set[Lane] = set(ssps)
         self._threshold = fetch_threshold
         self._high = self._share()
         self._poll_s = poll_interval_ms / 1000
-        self._paused: set[SystemStreamPartition] = set()
+        self._paused: set[SystemStreamPartition] = set()  # partitions
         self._stop = threading.Event()
         self._want_fetch = threading.Event()
         self._loop_idle = False
@@ -97,92 +168,146 @@ class SystemConsumers:
         self._on_data: Callable[[], None] = lambda: None
         self._on_error: Callable[[BaseException], None] = lambda e: None
         self.fetching = True
-        # Offset of the newest message fetched per SSP (what a drain must still process), and the
-        # SSPs whose bounded input ended (a drain leaves them alone).
+        # Offset of the newest message fetched per partition (what a drain must still process), and
+        # the lanes whose bounded input ended (a drain leaves them alone).
         self._fetched_upto: dict[SystemStreamPartition, int] = {}
-        self._ended: set[SystemStreamPartition] = set()
-        self._ssps = list(ssps)
+        self._ended: set[Lane] = set()
         self._high_watermarks: dict[SystemStreamPartition, int | None] = {}
         self._high_watermarks_due = 0.0
+        # Messages a lane skipped (at or below its start), and of key buckets no task here reads.
+        self._skipped: dict[Lane, int] = {}
         self._chose = metrics.counter("SystemConsumersMetrics", "chose-object")
         self._polls = metrics.counter("SystemConsumersMetrics", "polls")
+        self._unowned = metrics.counter("SystemConsumersMetrics", "skipped-envelopes")
+        self._keyhash = metrics.timer("SystemConsumersMetrics", "keyhash-ns")
         metrics.gauge("SystemConsumersMetrics", "unprocessed-messages", fn=self.buffered)
         metrics.gauge("SystemConsumersMetrics", "ssps-needed-by-chooser", fn=lambda: len(self._needed))
 
     def buffered(self) -> int:
         return sum(len(b) for b in self._buffers.values()) + len(self._chooser)
 
-    # -- which SSPs are read (loop thread) ----------------------------------------------------
-    def add(self, starts: dict[SystemStreamPartition, StartOffset]) -> None:
-        """Start reading each SSP of ``starts`` from its start offset (OLDEST or an exact offset, such
-        as the task's checkpointed one; the caller resolves UPCOMING), the other SSPs untouched. Their
-        envelopes reach the chooser as they arrive.
+    def skipped(self, lane: Lane) -> int:
+        """How many messages ``lane`` skipped because they were at or below its start offset."""
+        return self._skipped.get(lane, 0)
 
-        Loop thread, before or after ``start``. No poll runs while the SSPs are registered: this takes
-        the poll lock, so it may block while the fetch thread finishes a poll (at most one poll
+    # -- which lanes are read (loop thread) ---------------------------------------------------
+    def add(self, starts: dict[Lane, StartOffset]) -> None:
+        """Start reading each lane of ``starts`` from its start offset (OLDEST or an exact offset, such
+        as the task's checkpointed one; the caller resolves UPCOMING), the other lanes untouched.
+        Their envelopes reach the chooser as they arrive. A partition is registered with its consumer
+        at the earliest start of its lanes; one read already is rewound if a new lane starts before
+        its position (module docstring).
+
+        Loop thread, before or after ``start``. No poll runs while the lanes are registered: this
+        takes the poll lock, so it may block while the fetch thread finishes a poll (at most one poll
         timeout, about task.poll.interval.ms).
 
-        ValueError naming an SSP read already, or one whose system has no consumer here (the caller
+        ValueError naming a lane read already, or one whose system has no consumer here (the caller
         hands in a consumer for every input system at construction). RuntimeError once fetching
-        stopped (a drain began): a draining container takes no new work. If a consumer refuses an
-        SSP, those this call registered are unregistered again before the error is raised.
+        stopped (a drain began): a draining container takes no new work. If a consumer refuses a
+        partition, the lanes this call added are removed again before the error is raised.
         """
         if not self.fetching:
             raise RuntimeError(
-                f"cannot add {', '.join(map(str, sorted(starts)))}: fetching stopped (a drain began), "
-                "and a draining container takes no new SSPs"
+                f"cannot add {', '.join(sorted(str(lane_ssp(s)) for s in starts))}: fetching stopped (a drain "
+                "began), and a draining container takes no new SSPs"
             )
-        present = sorted(s for s in starts if s in self._buffers)
+        present = sorted(str(lane_ssp(s)) for s in starts if s in self._buffers)
         if present:
-            raise ValueError(f"{', '.join(map(str, present))}: read already; remove it first to read it from elsewhere")
-        orphans = sorted(s for s in starts if s.system not in self._consumers)
+            raise ValueError(f"{', '.join(present)}: read already; remove it first to read it from elsewhere")
+        orphans = sorted(str(lane_ssp(s)) for s in starts if lane_ssp(s).system not in self._consumers)
         if orphans:
             raise ValueError(
-                f"{', '.join(map(str, orphans))}: system has no consumer here; "
-                "give SystemConsumers a consumer for every input system"
+                f"{', '.join(orphans)}: system has no consumer here; give SystemConsumers a consumer for every input system"
             )
+        by_partition: dict[SystemStreamPartition, list[Lane]] = {}
+        for lane in starts:
+            by_partition.setdefault(partition_of(lane), []).append(lane)
         with self._exclusive():
-            added: list[SystemStreamPartition] = []
+            added: list[Lane] = []
             try:
-                for ssp, start in starts.items():
-                    self._consumers[ssp.system].register(ssp, start)
-                    added.append(ssp)
+                for partition, lanes in by_partition.items():
+                    self._join(partition, {lane: starts[lane] for lane in lanes})
+                    added.extend(lanes)
             except BaseException:
-                self._unregister(added)
+                self._leave(added)
                 raise
             self._buffers = {**self._buffers, **{s: deque() for s in added}}
-            self._ssps.extend(added)
             self._needed.update(added)
             self._high = self._share()
-            self._high_watermarks_due = 0.0  # the next poll copies the new SSPs' high watermarks
+            self._high_watermarks_due = 0.0  # the next poll copies the new partitions' high watermarks
 
-    def remove(self, ssps: Iterable[SystemStreamPartition]) -> None:
-        """Stop reading ``ssps`` and forget them, the other SSPs untouched. What is buffered for them
-        and the envelope the chooser holds for one are dropped: nothing of a removed SSP is chosen
-        after this returns, and a later ``try_update`` of one is ignored. Dropped messages are not
-        lost: the task's checkpoint decides where the SSP's next reader starts, which reads again
-        whatever was fetched here and not processed.
+    def _join(self, partition: SystemStreamPartition, starts: dict[Lane, StartOffset]) -> None:
+        """Register ``starts``' lanes with their partition's reader (poll lock held)."""
+        earliest = min(starts.values(), key=lambda s: (s != OLDEST, s if isinstance(s, int) else 0))
+        reader = self._readers.get(partition)
+        if reader is None:
+            bucketed = any(lane_ssp(lane).key_bucket != -1 for lane in starts)
+            reader = self._readers[partition] = _Reader(partition, earliest, self._factor if bucketed else 1)
+            try:
+                self._consumers[partition.system].register(partition, earliest)
+            except BaseException:
+                del self._readers[partition]
+                raise
+        elif _earlier(earliest, reader.position):
+            # The partition is read already from further on: read it again from ``earliest``; the
+            # lanes it has skip what they had.
+            had = self._fetched_upto.get(partition)
+            consumer = self._consumers[partition.system]
+            consumer.unregister([partition])
+            consumer.register(partition, earliest)
+            for lane in reader.lanes:
+                if had is not None:
+                    reader.skip[lane] = max(reader.skip[lane], had)
+            reader.position = earliest
+            self._fetched_upto.pop(partition, None)
+        for lane, start in starts.items():
+            reader.join(lane, start)
+            self._reader_of[lane] = reader
+
+    def remove(self, lanes: Iterable[Lane]) -> None:
+        """Stop reading ``lanes`` and forget them, the other lanes untouched; a partition no lane reads
+        any more is unregistered. What is buffered for them and the envelope the chooser holds for
+        one are dropped: nothing of a removed lane is chosen after this returns, and a later
+        ``try_update`` of one is ignored. Dropped messages are not lost: the task's checkpoint
+        decides where the lane's next reader starts, which reads again whatever was fetched here and
+        not processed.
 
         Loop thread; takes the poll lock like ``add`` (blocks at most about one poll timeout). After
-        a drain began, removing an SSP drops its drain markers too: do not wait for its DRAIN.
-        ValueError naming any SSP not read here.
+        a drain began, removing a lane drops its drain markers too: do not wait for its DRAIN.
+        ValueError naming any lane not read here.
         """
-        gone = dict.fromkeys(ssps)  # ordered and without repeats
-        unknown = sorted(s for s in gone if s not in self._buffers)
+        gone = dict.fromkeys(lanes)  # ordered and without repeats
+        unknown = sorted(str(lane_ssp(s)) for s in gone if s not in self._buffers)
         if unknown:
-            raise ValueError(f"{', '.join(map(str, unknown))}: not read here, so it cannot be removed")
+            raise ValueError(f"{', '.join(unknown)}: not read here, so it cannot be removed")
         with self._exclusive():
-            self._unregister(list(gone))
+            self._leave(list(gone))
             self._buffers = {s: b for s, b in self._buffers.items() if s not in gone}
-            self._ssps = [s for s in self._ssps if s not in gone]
             self._needed.difference_update(gone)
-            self._paused.difference_update(gone)
             self._ended.difference_update(gone)
-            for ssp in gone:
-                self._fetched_upto.pop(ssp, None)
-                self._chooser.remove(ssp)
-            self._high_watermarks = {s: hw for s, hw in self._high_watermarks.items() if s not in gone}
+            for lane in gone:
+                self._skipped.pop(lane, None)
+                self._chooser.remove(lane)
             self._high = self._share()
+
+    def _leave(self, lanes: list[Lane]) -> None:
+        """Take ``lanes`` off their readers; unregister the partitions left with none (poll lock held)."""
+        emptied: dict[str, list[SystemStreamPartition]] = {}
+        for lane in lanes:
+            reader = self._reader_of.pop(lane, None)
+            if reader is None:
+                continue
+            reader.leave(lane)
+            if not reader.lanes:
+                del self._readers[reader.ssp]
+                emptied.setdefault(reader.ssp.system, []).append(reader.ssp)
+        for system, partitions in emptied.items():
+            self._consumers[system].unregister(partitions)
+            for p in partitions:
+                self._fetched_upto.pop(p, None)
+                self._paused.discard(p)
+            self._high_watermarks = {s: hw for s, hw in self._high_watermarks.items() if s not in partitions}
 
     @contextmanager
     def _exclusive(self) -> Iterator[None]:
@@ -191,16 +316,9 @@ class SystemConsumers:
         with self._turnstile, self._poll_lock:
             yield
 
-    def _unregister(self, ssps: list[SystemStreamPartition]) -> None:
-        by_system: dict[str, list[SystemStreamPartition]] = {}
-        for ssp in ssps:
-            by_system.setdefault(ssp.system, []).append(ssp)
-        for system, group in by_system.items():
-            self._consumers[system].unregister(group)
-
     def _share(self) -> int:
-        """An SSP's share of the fetch threshold (what it may hold before back-pressure pauses it)."""
-        return max(64, self._threshold // max(1, len(self._buffers)))
+        """A partition's share of the fetch threshold (what it may hold before back-pressure pauses it)."""
+        return max(64, self._threshold // max(1, len(self._readers)))
 
     def start(
         self, loop: asyncio.AbstractEventLoop, on_data: Callable[[], None], on_error: Callable[[BaseException], None]
@@ -221,26 +339,27 @@ class SystemConsumers:
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=5)
 
-    def drain(self) -> tuple[dict[SystemStreamPartition, int | None], set[SystemStreamPartition]]:
-        """Stop fetching and append ``WATERMARK_MAX`` and ``DRAIN`` after what each SSP already
+    def drain(self) -> tuple[dict[SystemStreamPartition, int | None], set[Lane]]:
+        """Stop fetching and append ``WATERMARK_MAX`` and ``DRAIN`` after what each lane already
         buffered (Samza's SystemConsumers.drain), so everything fetched is still processed and
-        then each SSP reports drained. SSPs whose bounded input ended get no markers.
+        then each lane reports drained. Lanes whose bounded input ended get no markers.
 
-        Loop thread. Returns the drain point (the newest offset fetched per SSP, None when nothing
-        was fetched in this run) and the SSPs that got markers.
+        Loop thread. Returns the drain point (the newest offset fetched per partition, None when
+        nothing was fetched in this run) and the lanes that got markers.
         """
         self.stop_fetching()  # after this no thread appends to the buffers
-        marked = set()
-        for ssp, buf in self._buffers.items():
-            if ssp in self._ended:
+        marked: set[Lane] = set()
+        for lane, buf in self._buffers.items():
+            if lane in self._ended:
                 continue
             buf.append((WATERMARK_MAX, None, None, 0))
             buf.append((DRAIN, None, None, 0))
-            marked.add(ssp)
-        # The chooser may be waiting for any SSP: a marker, or what the fetch thread's last poll
-        # buffered (an ended SSP's last data and end-of-stream marker included).
+            marked.add(lane)
+        # The chooser may be waiting for any lane: a marker, or what the fetch thread's last poll
+        # buffered (an ended lane's last data and end-of-stream marker included).
         self._on_fetched(list(self._buffers))
-        return {s: self._fetched_upto.get(s) for s in sorted(marked)}, marked
+        partitions = sorted({self._reader_of[lane].ssp for lane in marked})
+        return {p: self._fetched_upto.get(p) for p in partitions}, marked
 
     def stop(self) -> None:
         self.stop_fetching()
@@ -248,29 +367,62 @@ class SystemConsumers:
             c.stop()
 
     # -- polling ------------------------------------------------------------------------------
-    def _poll_all(self, timeout_s: float) -> list[SystemStreamPartition] | None:
-        """Poll every consumer once (the caller holds the poll lock); returns the SSPs that got data,
+    def _poll_all(self, timeout_s: float) -> list[Lane] | None:
+        """Poll every consumer once (the caller holds the poll lock); returns the lanes that got data,
         or None when the buffers are full and no poll was made."""
         if self._clock() >= self._high_watermarks_due:
             self._refresh_high_watermarks()
         if not self._apply_backpressure():
             return None
-        got: list[SystemStreamPartition] = []
+        got: list[Lane] = []
         buffers = self._buffers
+        readers = self._readers
         upto = self._fetched_upto
         for c in self._consumers.values():
             for ssp, msgs in c.poll(timeout_s).items():
-                buffers[ssp].extend(msgs)
-                got.append(ssp)
+                reader = readers[ssp]
+                if reader.plain:
+                    buffers[ssp].extend(msgs)
+                    got.append(ssp)
+                else:
+                    self._fan_out(reader, msgs, got)
                 last = msgs[-1][0]
                 if last >= 0:
                     upto[ssp] = last
+                    reader.position = last + 1
                 elif last == END_OF_STREAM:
-                    self._ended.add(ssp)
+                    self._ended.update(reader.lanes)
                     if len(msgs) > 1:
                         upto[ssp] = msgs[-2][0]
         self._polls.count += 1
         return got
+
+    def _fan_out(self, reader: _Reader, msgs: list[RawMessage], got: list[Lane]) -> None:
+        """Hand a partition's messages to its lanes: each its key bucket's (or all), past its start."""
+        parts: list[list[RawMessage]] = []
+        if reader.factor > 1:
+            started = time.perf_counter_ns()
+            parts = split_by_key_bucket(msgs, reader.factor)
+            self._keyhash.update(time.perf_counter_ns() - started)
+            if len(reader.lanes) < reader.factor:  # buckets that no task here reads
+                owned = set(reader.buckets.values())
+                self._unowned.count += sum(
+                    1 for b, part in enumerate(parts) if b not in owned for m in part if m[0] >= 0
+                )
+        buffers = self._buffers
+        for lane in reader.lanes:
+            bucket = reader.buckets[lane]
+            mine = msgs if bucket == -1 else parts[bucket]
+            skip = reader.skip[lane]
+            if skip >= 0 and mine:
+                kept = [m for m in mine if m[0] < 0 or m[0] > skip]
+                self._skipped[lane] = self._skipped.get(lane, 0) + len(mine) - len(kept)
+                if mine[-1][0] > skip:
+                    reader.skip[lane] = -1  # past its start: nothing more to skip
+                mine = kept
+            if mine:
+                buffers[lane].extend(mine)
+                got.append(lane)
 
     def refill(self) -> None:
         """Loop thread: poll without blocking if the chooser is waiting for some SSP and nobody else
@@ -320,35 +472,41 @@ class SystemConsumers:
                 loop.call_soon_threadsafe(self._on_error, e)
 
     def _apply_backpressure(self) -> bool:
-        """Resume paused SSPs that drained to half their share; True if a poll may be made now."""
+        """Resume paused partitions that drained to half their share; True if a poll may be made now."""
         buffers = self._buffers
         paused = self._paused
-        resume: dict[str, list[SystemStreamPartition]] = {}
+        readers = self._readers
+
+        def held(reader: _Reader) -> int:
+            return sum(len(buffers[lane]) for lane in reader.lanes)
+
         if paused:
+            resume: dict[str, list[SystemStreamPartition]] = {}
             for ssp in list(paused):
-                if len(buffers[ssp]) <= self._high // 2:
+                if held(readers[ssp]) <= self._high // 2:
                     paused.discard(ssp)
                     resume.setdefault(ssp.system, []).append(ssp)
             for system, ssps in resume.items():
                 self._consumers[system].resume(ssps)
-        # A paused SSP's buffer only shrinks: leaving it out of the total lets the others fill up
-        # to the threshold, rather than wait for the paused one to drain.
+        # A paused partition's buffers only shrink: leaving them out of the total lets the others
+        # fill up to the threshold, rather than wait for the paused one to drain.
         if paused:
-            total = sum(len(b) for s, b in buffers.items() if s not in paused)
+            total = sum(held(r) for p, r in readers.items() if p not in paused)
         else:
             total = sum(map(len, buffers.values()))
         if total < self._threshold:
             self._starved_since = None
             return True
         ended = self._ended
+        reader_of = self._reader_of
         # tuple(): a copy in one C call, as the loop thread may add to or discard from the set
         # while this runs on the fetch thread.
-        if not any(not buffers[s] and s not in paused and s not in ended for s in tuple(self._needed)):
+        if not any(not buffers[s] and s not in ended and reader_of[s].ssp not in paused for s in tuple(self._needed)):
             self._starved_since = None
             return False  # nothing runs dry: what is buffered keeps the tasks busy
-        # An SSP ran dry while the others fill the buffers. Usually that passes by itself (the
+        # A lane ran dry while the others fill the buffers. Usually that passes by itself (the
         # consumer hands out partitions in turns, and the others drain); it takes a pause when it
-        # lasts a poll interval (a slow task's SSP holds the buffers).
+        # lasts a poll interval (a slow task's partition holds the buffers).
         now = self._clock()
         if self._starved_since is None:
             self._starved_since = now
@@ -356,8 +514,8 @@ class SystemConsumers:
             return False
         self._starved_since = None
         pause: dict[str, list[SystemStreamPartition]] = {}
-        for ssp, buf in buffers.items():
-            if ssp not in paused and len(buf) >= self._high:
+        for ssp, reader in readers.items():
+            if ssp not in paused and held(reader) >= self._high:
                 paused.add(ssp)
                 pause.setdefault(ssp.system, []).append(ssp)
         for system, ssps in pause.items():
@@ -365,53 +523,53 @@ class SystemConsumers:
         return True
 
     # -- loop thread -------------------------------------------------------------------------
-    def _on_fetched(self, ssps: list[SystemStreamPartition]) -> None:
+    def _on_fetched(self, lanes: list[Lane]) -> None:
         self._loop_idle = False
         fed = False
         needed = self._needed
-        for ssp in ssps:
-            if ssp in needed:
-                buf = self._buffers[ssp]
+        for lane in lanes:
+            if lane in needed:
+                buf = self._buffers[lane]
                 if buf:
-                    needed.discard(ssp)
-                    self._chooser.update(ssp, buf.popleft())
+                    needed.discard(lane)
+                    self._chooser.update(lane, buf.popleft())
                     fed = True
         if fed:
             self._on_data()
 
-    def choose(self) -> tuple[SystemStreamPartition, RawMessage] | None:
+    def choose(self) -> tuple[Lane, RawMessage] | None:
         chosen = self._chooser.choose()
         if chosen is not None:
             self._chose.count += 1
         return chosen
 
-    def buffer(self, ssp: SystemStreamPartition) -> deque[RawMessage]:
-        """The fetch buffer of ``ssp``: the loop thread may ``popleft`` from it (a run of messages
+    def buffer(self, lane: Lane) -> deque[RawMessage]:
+        """The fetch buffer of ``lane``: the loop thread may ``popleft`` from it (a run of messages
         handed to a task at once) and put a control marker back with ``appendleft``; the fetch
         thread only appends."""
-        return self._buffers[ssp]
+        return self._buffers[lane]
 
-    def try_update(self, ssp: SystemStreamPartition) -> None:
-        """The envelope last chosen from ``ssp`` was taken: hand the chooser the next one. Nothing for
-        an SSP removed since (its task finishing the last envelope it took)."""
-        buf = self._buffers.get(ssp)
+    def try_update(self, lane: Lane) -> None:
+        """The envelope last chosen from ``lane`` was taken: hand the chooser the next one. Nothing
+        for a lane removed since (its task finishing the last envelope it took)."""
+        buf = self._buffers.get(lane)
         if buf is None:
             return
         if buf:
-            self._chooser.update(ssp, buf.popleft())
+            self._chooser.update(lane, buf.popleft())
         else:
-            self._needed.add(ssp)
+            self._needed.add(lane)
 
     def _refresh_high_watermarks(self) -> None:
-        """Poller (holding the poll lock): copy each SSP's high watermark for ``high_watermark``."""
+        """Poller (holding the poll lock): copy each partition's high watermark for ``high_watermark``."""
         self._high_watermarks_due = self._clock() + HIGH_WATERMARK_REFRESH_S
         hw: dict[SystemStreamPartition, int | None] = {}
-        for ssp in self._ssps:
+        for ssp in self._readers:
             c = self._consumers.get(ssp.system)
             hw[ssp] = c.high_watermark(ssp) if c is not None else None
         self._high_watermarks = hw  # one assignment: a reader on another thread sees old or new
 
     def high_watermark(self, ssp: SystemStreamPartition) -> int | None:
-        """``ssp``'s high watermark as the poller last copied it (at most about a second old while
-        fetching); None if unknown. Any thread: it never calls into the consumer."""
-        return self._high_watermarks.get(ssp)
+        """The high watermark of ``ssp``'s partition as the poller last copied it (at most about a
+        second old while fetching); None if unknown. Any thread: it never calls into the consumer."""
+        return self._high_watermarks.get(ssp if ssp.key_bucket == -1 else ssp._replace(key_bucket=-1))

@@ -28,12 +28,15 @@ import msgspec
 from samzamp.api.envelope import SystemStreamPartition
 from samzamp.api.task import WindowableTask
 from samzamp.choose.round_robin import RoundRobinChooser
+from samzamp.commit.elasticity import check_state_factor, starting_checkpoints
 from samzamp.commit.topic_checkpoint import TopicCheckpointManager
 from samzamp.config.settings import JobSettings
 from samzamp.config.stream_serdes import StreamSerdes
+from samzamp.consume.lane import Lane, partition_of, task_lanes
 from samzamp.consume.system_consumers import SystemConsumers
 from samzamp.container.run_loop import RunLoop
 from samzamp.container.systems import Systems
+from samzamp.container.task_base import ssp_label
 from samzamp.container.task_instance import TaskInstance
 from samzamp.container.worker_task_proxy import WorkerTaskProxy
 from samzamp.coordinator.grouper import task_order
@@ -47,7 +50,7 @@ from samzamp.systems.base import OLDEST, StartOffset, SystemConsumer
 from samzamp.task.runtime import build_task_runtime
 
 if TYPE_CHECKING:
-    from samzamp.commit.checkpoint import Checkpoint
+    pass
 
 __all__ = ["SamzaContainer"]
 
@@ -96,10 +99,17 @@ class SamzaContainer:
                 consumers[ss.system] = systems.consumer(ss.system)
         st = settings.task
         self.consumers = SystemConsumers(
-            consumers, [], RoundRobinChooser(), metrics, st.fetch_threshold, st.poll_interval_ms
+            consumers,
+            [],
+            RoundRobinChooser(),
+            metrics,
+            st.fetch_threshold,
+            st.poll_interval_ms,
+            elasticity_factor=settings.elasticity_factor,
         )
         self.run_loop = RunLoop([], self.consumers, checkpoints, st, metrics, loop)
         self._applying = asyncio.Lock()
+        self._broadcast = settings.task.broadcast_inputs
 
     # -- job models -----------------------------------------------------------------------------
     async def start(self, model: JobModel) -> None:
@@ -143,7 +153,7 @@ class SamzaContainer:
     # -- stopping tasks -------------------------------------------------------------------------
     async def _stop_tasks(self, names: list[str]) -> None:
         tasks = [self.tasks[n] for n in names]
-        self.consumers.remove([ssp for t in tasks for ssp in t.ssps])
+        self.consumers.remove([lane for t in tasks for lane in self.run_loop.lanes(t)])
         await asyncio.gather(*(self.run_loop.remove_task(t) for t in tasks))
         for t in tasks:
             if isinstance(t, WorkerTaskProxy):
@@ -155,23 +165,30 @@ class SamzaContainer:
 
     def _remove_metrics(self, t: Task) -> None:
         self.metrics.remove(f"TaskName-{t.name}")
-        labels = [f"{s.system}-{s.stream}-{s.partition}" for s in t.ssps]
+        labels = [ssp_label(s) for s in t.ssps]
         self.metrics.remove("OffsetManagerMetrics", [f"{label}-checkpointed-offset" for label in labels])
         self.metrics.remove("SystemConsumersMetrics", [f"{label}-messages-behind-high-watermark" for label in labels])
 
     # -- starting tasks -------------------------------------------------------------------------
     async def _start_tasks(self, models: list[TaskModel]) -> None:
         last = await asyncio.to_thread(self._checkpoints.read_last_checkpoints)
-        ssps = [ssp for m in models for ssp in m.ssps]
-        checkpointed = _checkpointed(models, last)
-        starts = await asyncio.to_thread(self._starting_offsets, ssps, checkpointed)
+        reset = [ss for ss in self.settings.task.inputs if self.settings.stream(ss).reset_offset]
+        # A factor change (job.elasticity.factor): a new virtual task starts where the tasks of the
+        # old factor that read its messages stood (samzamp.commit.elasticity), and a task whose
+        # state those tasks wrote must not start without it.
+        check_state_factor(models, last, self.settings.logged_stores)
+        checkpointed = starting_checkpoints(models, last, reset)
+        lanes = {
+            lane: (m.name, ssp) for m in models for lane, ssp in task_lanes(m.name, m.ssps, self._broadcast).items()
+        }
+        starts = await asyncio.to_thread(self._starting_offsets, lanes, checkpointed)
         log.info(
             "job %s-%s: %d tasks over %d partitions; starting offsets %s",
             self.settings.name,
             self.settings.id,
             len(models),
-            len(ssps),
-            {str(s): o for s, o in sorted(starts.items())},
+            len({partition_of(lane) for lane in lanes}),
+            {f"{lanes[lane][0]}: {lanes[lane][1]}": o for lane, o in starts.items()},
         )
         models = [
             msgspec.structs.replace(m, markers=dict(last[m.name].state_markers) if m.name in last else {})
@@ -180,14 +197,15 @@ class SamzaContainer:
         if self.pool is not None:
             started = await self._start_worker_tasks(self.pool, models, checkpointed)
         else:
-            started = [await self._start_inline_task(m, checkpointed) for m in models]
+            started = [await self._start_inline_task(m, checkpointed[m.name]) for m in models]
         for t in started:
             self.tasks[t.name] = t
             self.run_loop.add_task(t)
-            self._register_lag_gauges(t)
-        self.consumers.add({ssp: starts[ssp] for ssp in ssps})
+            self._register_consumer_gauges(t)
+        self.consumers.add(starts)
 
     async def _start_inline_task(self, model: TaskModel, checkpointed: dict[SystemStreamPartition, int]) -> Task:
+        """Start one task on this thread, from ``checkpointed`` (its last processed offsets)."""
         st = self.settings
         run_loop = self.run_loop
         runtime = build_task_runtime(
@@ -202,7 +220,7 @@ class SamzaContainer:
         ti = TaskInstance(
             runtime,
             adapt_task(runtime.task, self._loop),
-            {s: o for s, o in checkpointed.items() if s in model.ssps},
+            checkpointed,
             max_concurrency=st.task.max_concurrency,
             callback_timeout_ms=st.task.callback_timeout_ms,
             metrics=self.metrics,
@@ -224,7 +242,7 @@ class SamzaContainer:
         return ti
 
     async def _start_worker_tasks(
-        self, pool: WorkerPool, models: list[TaskModel], checkpointed: dict[SystemStreamPartition, int]
+        self, pool: WorkerPool, models: list[TaskModel], checkpointed: dict[str, dict[SystemStreamPartition, int]]
     ) -> list[Task]:
         """Place each task on a worker (balanced; tasks already placed never move) and have the
         workers restore and init them, every worker at once."""
@@ -241,7 +259,7 @@ class SamzaContainer:
                 windowable,
                 pool,
                 placement[m.name],
-                {s: o for s, o in checkpointed.items() if s in m.ssps},
+                checkpointed[m.name],
                 batch_size=batch,
                 in_flight_limit=max(4 * batch, st.task.max_concurrency),
                 metrics=self.metrics,
@@ -255,38 +273,48 @@ class SamzaContainer:
         return list(proxies)
 
     def _starting_offsets(
-        self, ssps: list[SystemStreamPartition], checkpointed: dict[SystemStreamPartition, int]
-    ) -> dict[SystemStreamPartition, StartOffset]:
-        """Where each SSP starts: after its checkpoint, else at samza.offset.default. A checkpoint
-        past the partition's end (the topic was recreated or truncated) starts at the oldest
-        message, as Kafka's out-of-range reset would; checked here because not every broker
-        answers such a fetch with an out-of-range error (Tansu returns nothing, forever)."""
-        starts: dict[SystemStreamPartition, StartOffset] = {}
-        ends_needed: dict[str, list[SystemStreamPartition]] = {}
-        for ssp in ssps:
+        self,
+        lanes: dict[Lane, tuple[str, SystemStreamPartition]],
+        checkpointed: dict[str, dict[SystemStreamPartition, int]],
+    ) -> dict[Lane, StartOffset]:
+        """Where each lane (task, SSP) starts: after its task's checkpoint, else at
+        samza.offset.default. A checkpoint past the partition's end (the topic was recreated or
+        truncated) starts at the oldest message, as Kafka's out-of-range reset would; checked here
+        because not every broker answers such a fetch with an out-of-range error (Tansu returns
+        nothing, forever)."""
+        starts: dict[Lane, StartOffset] = {}
+        ends_needed: dict[SystemStreamPartition, list[Lane]] = {}
+        for lane, (task, ssp) in lanes.items():
             stream = self.settings.stream(ssp.system_stream)
-            if ssp in checkpointed and not stream.reset_offset:
-                starts[ssp] = checkpointed[ssp] + 1
+            offset = checkpointed[task].get(ssp)
+            if offset is not None and not stream.reset_offset:
+                starts[lane] = offset + 1
             elif stream.offset_default == OLDEST:
-                starts[ssp] = OLDEST
+                starts[lane] = OLDEST
                 continue
-            ends_needed.setdefault(ssp.system, []).append(ssp)
-        for system, pending in ends_needed.items():
-            for ssp, end in self.systems.admins[system].end_offsets(pending).items():
-                start = starts.setdefault(ssp, end)
-                if isinstance(start, int) and start > end:
-                    log.warning(
-                        "%s: the checkpoint says offset %d was processed, but the partition ends at offset %d "
-                        "(the topic was recreated or truncated); starting from its oldest message",
-                        ssp,
-                        start - 1,
-                        end,
-                    )
-                    starts[ssp] = OLDEST
+            ends_needed.setdefault(partition_of(lane), []).append(lane)
+        by_system: dict[str, list[SystemStreamPartition]] = {}
+        for partition in ends_needed:
+            by_system.setdefault(partition.system, []).append(partition)
+        for system, partitions in by_system.items():
+            for partition, end in self.systems.admins[system].end_offsets(partitions).items():
+                for lane in ends_needed[partition]:
+                    start = starts.setdefault(lane, end)
+                    if isinstance(start, int) and start > end:
+                        log.warning(
+                            "%s of task %r: the checkpoint says offset %d was processed, but the partition ends at "
+                            "offset %d (the topic was recreated or truncated); starting from its oldest message",
+                            lanes[lane][1],
+                            lanes[lane][0],
+                            start - 1,
+                            end,
+                        )
+                        starts[lane] = OLDEST
         return starts
 
-    def _register_lag_gauges(self, t: Task) -> None:
+    def _register_consumer_gauges(self, t: Task) -> None:
         consumers = self.consumers
+        lanes = self.run_loop.lanes(t)
         for ssp in t.ssps:
 
             def lag(
@@ -297,11 +325,10 @@ class SamzaContainer:
                     return None
                 return max(0, hw - (last.get(ssp, -1) + 1))
 
-            self.metrics.gauge(
-                "SystemConsumersMetrics",
-                f"{ssp.system}-{ssp.stream}-{ssp.partition}-messages-behind-high-watermark",
-                fn=lag,
-            )
+            self.metrics.gauge("SystemConsumersMetrics", f"{ssp_label(ssp)}-messages-behind-high-watermark", fn=lag)
+        self.metrics.gauge(
+            f"TaskName-{t.name}", "skipped-envelopes", fn=lambda: sum(consumers.skipped(lane) for lane in lanes)
+        )
 
     # -- run ------------------------------------------------------------------------------------
     async def run(self) -> None:
@@ -322,13 +349,3 @@ class SamzaContainer:
     def on_pool_failure(self, error: BaseException) -> None:
         """A worker died or failed: the container fails."""
         self.run_loop.abort(error)
-
-
-def _checkpointed(models: list[TaskModel], last: dict[str, Checkpoint]) -> dict[SystemStreamPartition, int]:
-    """The checkpointed offset of each SSP of ``models`` (from its task's last checkpoint)."""
-    out: dict[SystemStreamPartition, int] = {}
-    for m in models:
-        if m.name in last:
-            offsets = last[m.name].offsets()
-            out.update({s: o for s, o in offsets.items() if s in m.ssps})
-    return out

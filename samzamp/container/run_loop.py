@@ -40,6 +40,7 @@ from samzamp.api.errors import CallbackTimeoutError
 from samzamp.commit.pipeline import commit_task
 from samzamp.commit.topic_checkpoint import TopicCheckpointManager
 from samzamp.config.settings import TaskSettings
+from samzamp.consume.lane import BroadcastLane, Lane, lane_ssp, task_lanes
 from samzamp.consume.system_consumers import SystemConsumers
 from samzamp.container.task_state import TaskOp, TaskState
 from samzamp.metrics.registry import Counter, Gauge, MetricsRegistry, Timer
@@ -139,8 +140,10 @@ class RunLoop:
         loop: asyncio.AbstractEventLoop,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.tasks = list(tasks)
-        self._by_ssp: dict[SystemStreamPartition, RunLoopTask] = {s: t for t in tasks for s in t.ssps}
+        self.tasks: list[RunLoopTask] = []
+        # The task of each lane (samzamp.consume.lane).
+        self._by_lane: dict[Lane, RunLoopTask] = {}
+        self._lanes: dict[RunLoopTask, dict[Lane, SystemStreamPartition]] = {}
         self._consumers = consumers
         self._checkpoints = checkpoints
         self._settings = settings
@@ -172,6 +175,23 @@ class RunLoop:
         self._busy_s = 0.0
         self._started = clock()
         metrics.gauge("SamzaContainerMetrics", "event-loop-utilization", fn=self._utilization)
+        metrics.gauge("SamzaContainerMetrics", "task-count", fn=lambda: len(self.tasks))
+        for ti in tasks:
+            self._add_lanes(ti)
+            self.tasks.append(ti)
+
+    def lanes(self, ti: RunLoopTask) -> dict[Lane, SystemStreamPartition]:
+        """Lane -> SSP of each SSP ``ti`` reads (a broadcast one through a lane of its own)."""
+        return task_lanes(ti.name, ti.ssps, self._settings.broadcast_inputs)
+
+    def _add_lanes(self, ti: RunLoopTask) -> None:
+        lanes = self.lanes(ti)
+        taken = sorted(str(ssp) for lane, ssp in lanes.items() if lane in self._by_lane)
+        if taken:
+            raise ValueError(f"task {ti.name!r}: its input {taken} belongs to a task already running here")
+        self._lanes[ti] = lanes
+        for lane in lanes:
+            self._by_lane[lane] = ti
 
     def add_task(self, ti: RunLoopTask) -> None:
         """Take a task on, before ``run`` or while it runs (then its timers start now). Its SSPs must
@@ -182,14 +202,10 @@ class RunLoop:
         restored to, so a kill before its first timed commit reverts what it wrote since. Without
         that checkpoint the restart would see no checkpoint at all, which means "keep the state"
         (task.transactional.state.retain.existing.state), and count those inputs twice."""
-        if any(ssp in self._by_ssp for ssp in ti.ssps):
-            taken = sorted(str(s) for s in ti.ssps if s in self._by_ssp)
-            raise ValueError(f"task {ti.name!r}: its input {taken} belongs to a task already running here")
+        self._add_lanes(ti)
         if ti.logged_stores:
             ti.state.need_commit = True
         self.tasks.append(ti)
-        for ssp in ti.ssps:
-            self._by_ssp[ssp] = ti
         if self._running:
             self._start_timers(ti)
 
@@ -235,9 +251,9 @@ class RunLoop:
         if timer is not None:
             timer.cancel()
         self.tasks.remove(ti)
-        for ssp in ti.ssps:
-            if self._by_ssp.get(ssp) is ti:
-                del self._by_ssp[ssp]
+        for lane in self._lanes.pop(ti, {}):
+            if self._by_lane.get(lane) is ti:
+                del self._by_lane[lane]
         self._ready.discard(ti)
         ti.state.pending.clear()
         self._shutdown_votes.discard(ti.name)
@@ -357,7 +373,7 @@ class RunLoop:
         progressed = False
         consumers = self._consumers
         choose = consumers.choose
-        by_ssp = self._by_ssp
+        by_lane = self._by_lane
         run_task = self._run_task
         clock = self._clock
         run_limit = self._run_limit
@@ -378,12 +394,13 @@ class RunLoop:
                 if chosen is None:
                     break
             progressed = True
-            ssp, raw = chosen
-            ti = by_ssp[ssp]
+            lane, raw = chosen
+            ti = by_lane[lane]
             if raw[0] >= 0 and ti.state.can_process():
-                # The common case: process (or hand to its worker) this envelope and the SSP's next ones.
-                envelopes.count += ti.process_run(ssp, raw, consumers.buffer(ssp), run_limit, deadline_ns)
-                consumers.try_update(ssp)
+                # The common case: process (or hand to its worker) this envelope and the lane's next ones.
+                ssp = lane.ssp if isinstance(lane, BroadcastLane) else lane
+                envelopes.count += ti.process_run(ssp, raw, consumers.buffer(lane), run_limit, deadline_ns)
+                consumers.try_update(lane)
             else:
                 ti.state.pending.append(chosen)  # behind what the task is still working on (or a marker)
                 if raw[0] >= 0:
@@ -420,15 +437,15 @@ class RunLoop:
         while self.error is None:
             op = st.next_op()
             if op is TaskOp.PROCESS:
-                ssp, raw = st.pending.popleft()
-                if st.redo:  # given back by a worker: the chooser already moved past it
+                lane, raw = st.pending.popleft()
+                if st.redo:  # given back by a worker (its SSP): the chooser already moved past it
                     st.redo -= 1
                 elif raw[0] < 0:
-                    self._control_marker(ti, ssp, raw[0])
+                    self._control_marker(ti, lane, raw[0])
                     continue
                 else:
-                    self._consumers.try_update(ssp)
-                ti.dispatch(ssp, raw)
+                    self._consumers.try_update(lane)
+                ti.dispatch(lane_ssp(lane), raw)
             elif op is TaskOp.COMMIT:
                 self._start_commit(ti)
             elif op is TaskOp.WINDOW:
@@ -491,9 +508,10 @@ class RunLoop:
         except BaseException as e:
             self.abort(e)
 
-    def _control_marker(self, ti: RunLoopTask, ssp: SystemStreamPartition, marker: int) -> None:
+    def _control_marker(self, ti: RunLoopTask, lane: Lane, marker: int) -> None:
         """A marker reached the head of the task's queue: everything before it was dispatched."""
         st = ti.state
+        ssp = lane_ssp(lane)
         if marker == END_OF_STREAM:
             ti.processing_ssps.discard(ssp)
             if not ti.processing_ssps:
@@ -501,7 +519,7 @@ class RunLoop:
         else:
             # WATERMARK_MAX: the drain marker comes next. Its effect (windows emit what they hold)
             # is the DRAIN op's last window(), which also waits until nothing is queued or in flight.
-            self._consumers.try_update(ssp)
+            self._consumers.try_update(lane)
             if marker == DRAIN:
                 ti.drain_pending.discard(ssp)
         # Drained: every drain marker passed, and every input without one (its bounded input had
@@ -537,7 +555,7 @@ class RunLoop:
         buffered = self._consumers.buffered() + sum(1 for t in self.tasks for _, raw in t.state.pending if raw[0] >= 0)
         self.drain_point, marked = self._consumers.drain()
         for ti in self.tasks:
-            ti.drain_marked = {s for s in ti.ssps if s in marked}
+            ti.drain_marked = {ssp for lane, ssp in self._lanes[ti].items() if lane in marked}
             ti.drain_pending = set(ti.drain_marked)
             ti.enter_drain_mode(self._settings.drain_callback_timeout_ms)
         m = self._metrics

@@ -12,7 +12,13 @@ from samzamp.api.envelope import SystemStreamPartition
 from samzamp.container.task_state import TaskState
 from samzamp.metrics.registry import Gauge, MetricsRegistry
 
-__all__ = ["TaskBase"]
+__all__ = ["TaskBase", "ssp_label"]
+
+
+def ssp_label(ssp: SystemStreamPartition) -> str:
+    """An SSP in a metric's name: ``system-stream-partition``, then ``-bucket`` for a key bucket."""
+    label = f"{ssp.system}-{ssp.stream}-{ssp.partition}"
+    return label if ssp.key_bucket == -1 else f"{label}-{ssp.key_bucket}"
 
 
 class TaskBase:
@@ -47,7 +53,7 @@ class TaskBase:
         metrics.gauge(group, "pending-messages", fn=lambda: len(self.state.pending))
         self.checkpointed_gauges: dict[SystemStreamPartition, Gauge] = {}
         for ssp in ssps:
-            label = f"{ssp.system}-{ssp.stream}-{ssp.partition}"
+            label = ssp_label(ssp)
             metrics.gauge(group, f"{label}-offset", fn=functools.partial(self.last_processed.get, ssp))
             self.checkpointed_gauges[ssp] = metrics.gauge("OffsetManagerMetrics", f"{label}-checkpointed-offset")
             if ssp in checkpointed:

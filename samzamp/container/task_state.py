@@ -12,7 +12,7 @@ from __future__ import annotations
 import enum
 from collections import deque
 
-from samzamp.api.envelope import SystemStreamPartition
+from samzamp.consume.lane import Lane
 from samzamp.systems.base import RawMessage
 
 __all__ = ["TaskState", "TaskOp"]
@@ -47,7 +47,7 @@ class TaskState:
 
     def __init__(self, max_concurrency: int) -> None:
         self.max_concurrency = max_concurrency
-        self.pending: deque[tuple[SystemStreamPartition, RawMessage]] = deque()
+        self.pending: deque[tuple[Lane, RawMessage]] = deque()
         # How many entries at the front of ``pending`` a worker gave back (sent, then skipped after a
         # request): they left the chooser long ago, so dispatching them again must not advance it.
         self.redo = 0

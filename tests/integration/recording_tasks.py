@@ -411,3 +411,20 @@ class TaskKeyCountTask(StreamTask, InitableTask, _Recorder):
         key = f"{self.prefix}|{partition}"
         self.counts.put(key, (self.counts.get(key) or 0) + 1)
         self.record(f"P {partition} {envelope.offset}")
+
+
+class KeyBucketTask(StreamTask, InitableTask, _Recorder):
+    """Records ``V <partition> <key bucket> <offset> <key>`` for every message: which virtual task
+    (the record file's name) saw which key, in which order. With test.broadcast.stream, records
+    ``B <partition> <offset>`` for the messages of that stream instead."""
+
+    def init(self, context) -> None:
+        self._open(context)
+        self._broadcast = context.config.get("test.broadcast.stream")
+
+    def process(self, envelope, collector, coordinator) -> None:
+        ssp = envelope.system_stream_partition
+        if ssp.stream == self._broadcast:
+            self.record(f"B {ssp.partition} {envelope.offset}")
+        else:
+            self.record(f"V {ssp.partition} {ssp.key_bucket} {envelope.offset} {envelope.key}")
