@@ -8,8 +8,9 @@
  * 64-bit FNV-1a over the serialized key bytes, then MurmurHash3's 64-bit finalizer fmix64. A key's
  * bucket is that hash modulo the factor F; a null key's bucket is its offset modulo F.
  *
- * split_by_key_bucket runs on the fetch thread for every polled batch, holding the GIL: it hashes a
- * batch in one pass, then fills F lists allocated at their final sizes (no append, no regrowth).
+ * split_by_key_bucket runs on the fetch thread for every polled batch, holding the GIL: it reads the
+ * batch's offsets and keys in one pass, hashes the keys four at a time, then fills F lists allocated
+ * at their final sizes (no append, no regrowth).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -19,19 +20,58 @@
 #define FNV_OFFSET 0xcbf29ce484222325ULL
 #define FNV_PRIME 0x100000001b3ULL
 
-static uint64_t key_hash_bytes(const unsigned char *p, Py_ssize_t n) {
-    uint64_t h = FNV_OFFSET;
-    for (Py_ssize_t i = 0; i < n; i++) {
+static inline uint64_t fnv1a_more(uint64_t h, const unsigned char *p, Py_ssize_t from, Py_ssize_t to) {
+    for (Py_ssize_t i = from; i < to; i++) {
         h ^= p[i];
         h *= FNV_PRIME;
     }
-    /* fmix64: FNV-1a's low bits (the ones a small modulus keeps) mix poorly on their own */
+    return h;
+}
+
+/* fmix64: FNV-1a's low bits (the ones a small modulus keeps) mix poorly on their own */
+static inline uint64_t fmix64(uint64_t h) {
     h ^= h >> 33;
     h *= 0xff51afd7ed558ccdULL;
     h ^= h >> 33;
     h *= 0xc4ceb9fe1a85ec53ULL;
     h ^= h >> 33;
     return h;
+}
+
+static uint64_t key_hash_bytes(const unsigned char *p, Py_ssize_t n) { return fmix64(fnv1a_more(FNV_OFFSET, p, 0, n)); }
+
+/* A bytes key of a batch whose hash is still to be taken, and the message it belongs to. */
+typedef struct {
+    const unsigned char *p;
+    Py_ssize_t len;
+    Py_ssize_t index;
+} pending_t;
+
+static inline Py_ssize_t min_len(Py_ssize_t a, Py_ssize_t b) { return a < b ? a : b; }
+
+/*
+ * The buckets of the pending keys, four keys at a time: FNV-1a is one long chain of dependent
+ * multiplies per key, so four independent chains side by side keep the multiplier busy where one
+ * would wait on each step.
+ */
+static void hash_pending(const pending_t *k, Py_ssize_t n, Py_ssize_t *buckets, uint64_t factor) {
+    Py_ssize_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        const pending_t *a = &k[i], *b = &k[i + 1], *c = &k[i + 2], *d = &k[i + 3];
+        Py_ssize_t common = min_len(min_len(a->len, b->len), min_len(c->len, d->len));
+        uint64_t ha = FNV_OFFSET, hb = FNV_OFFSET, hc = FNV_OFFSET, hd = FNV_OFFSET;
+        for (Py_ssize_t j = 0; j < common; j++) {
+            ha = (ha ^ a->p[j]) * FNV_PRIME;
+            hb = (hb ^ b->p[j]) * FNV_PRIME;
+            hc = (hc ^ c->p[j]) * FNV_PRIME;
+            hd = (hd ^ d->p[j]) * FNV_PRIME;
+        }
+        buckets[a->index] = (Py_ssize_t)(fmix64(fnv1a_more(ha, a->p, common, a->len)) % factor);
+        buckets[b->index] = (Py_ssize_t)(fmix64(fnv1a_more(hb, b->p, common, b->len)) % factor);
+        buckets[c->index] = (Py_ssize_t)(fmix64(fnv1a_more(hc, c->p, common, c->len)) % factor);
+        buckets[d->index] = (Py_ssize_t)(fmix64(fnv1a_more(hd, d->p, common, d->len)) % factor);
+    }
+    for (; i < n; i++) buckets[k[i].index] = (Py_ssize_t)(key_hash_bytes(k[i].p, k[i].len) % factor);
 }
 
 /* The hash of a bytes-like key; -1 with an exception set if ``key`` is not bytes-like. */
@@ -54,12 +94,15 @@ static PyObject *mod_key_hash(PyObject *Py_UNUSED(module), PyObject *key) {
 }
 
 #define MARKER ((Py_ssize_t)-1)
+#define PENDING ((Py_ssize_t)-3)
 
 /*
  * The bucket of one message (MARKER for a control marker, i.e. a negative offset), or -2 with an
- * exception set. ``i`` only names the message in an error.
+ * exception set, or PENDING with ``*pending`` filled in: a bytes key of a tuple message, hashed later
+ * by hash_pending (the batch's tuple keeps the key alive; bytes cannot change). ``i`` is the
+ * message's index.
  */
-static Py_ssize_t bucket_of(PyObject *msg, Py_ssize_t i, Py_ssize_t factor) {
+static Py_ssize_t bucket_of(PyObject *msg, Py_ssize_t i, Py_ssize_t factor, pending_t *pending) {
     PyObject *offset, *key;
     int owned = 0;
     if (PyTuple_Check(msg) && PyTuple_GET_SIZE(msg) >= 2) {
@@ -103,6 +146,11 @@ static Py_ssize_t bucket_of(PyObject *msg, Py_ssize_t i, Py_ssize_t factor) {
                 if (bucket == -1 && PyErr_Occurred()) bucket = -2;
             }
         }
+    } else if (!owned && PyBytes_Check(key)) {
+        pending->p = (const unsigned char *)PyBytes_AS_STRING(key);
+        pending->len = PyBytes_GET_SIZE(key);
+        pending->index = i;
+        bucket = PENDING;
     } else {
         uint64_t h;
         if (hash_key_object(key, &h) < 0) goto bad_key;
@@ -151,19 +199,24 @@ static PyObject *mod_split_by_key_bucket(PyObject *Py_UNUSED(module), PyObject *
     PyObject *result = NULL;
     Py_ssize_t *buckets = PyMem_New(Py_ssize_t, n > 0 ? n : 1);
     Py_ssize_t *fill = PyMem_Calloc((size_t)factor, sizeof(Py_ssize_t));
-    if (buckets == NULL || fill == NULL) {
+    pending_t *pending = PyMem_New(pending_t, n > 0 ? n : 1);
+    if (buckets == NULL || fill == NULL || pending == NULL) {
         PyErr_NoMemory();
         goto out;
     }
-    Py_ssize_t markers = 0;
+    Py_ssize_t markers = 0, npending = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
-        Py_ssize_t b = bucket_of(PyTuple_GET_ITEM(msgs, i), i, factor);
+        Py_ssize_t b = bucket_of(PyTuple_GET_ITEM(msgs, i), i, factor, &pending[npending]);
         if (b == -2) goto out;
         buckets[i] = b;
-        if (b == MARKER)
+        if (b == PENDING) npending++;
+    }
+    hash_pending(pending, npending, buckets, (uint64_t)factor);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (buckets[i] == MARKER)
             markers++;
         else
-            fill[b]++;
+            fill[buckets[i]]++;
     }
     result = PyList_New(factor);
     if (result == NULL) goto out;
@@ -192,6 +245,7 @@ static PyObject *mod_split_by_key_bucket(PyObject *Py_UNUSED(module), PyObject *
 out:
     PyMem_Free(buckets);
     PyMem_Free(fill);
+    PyMem_Free(pending);
     Py_DECREF(msgs);
     return result;
 }
