@@ -1,4 +1,5 @@
-"""Builds samzamp: the Python package, its console scripts and the native ring extension samzamp._ring."""
+"""Builds samzamp: the Python package, its console scripts and the native extensions samzamp._ring and
+samzamp._keyhash."""
 
 import re
 from pathlib import Path
@@ -19,6 +20,14 @@ RING_EXTENSION = Extension(
     "samzamp._ring",
     sources=["native/ring.c", "native/ringmodule.c"],
     depends=["native/ring.h"],
+    extra_compile_args=["-O2", "-Wall", "-Wextra", "-std=c11"],
+)
+
+# The key-bucket hash of virtual tasks (job.elasticity.factor), run on every fetched batch; only
+# samzamp.consume.key_bucket imports it (its pure-Python reference lives there).
+KEYHASH_EXTENSION = Extension(
+    "samzamp._keyhash",
+    sources=["native/keyhash.c"],
     extra_compile_args=["-O2", "-Wall", "-Wextra", "-std=c11"],
 )
 
@@ -63,8 +72,8 @@ setup(
     ],
     python_requires=">=3.11",
     packages=find_packages(include=["samzamp", "samzamp.*"]),
-    package_data={"samzamp": ["py.typed", "_ring.pyi"]},
-    ext_modules=[RING_EXTENSION],
+    package_data={"samzamp": ["py.typed", "_ring.pyi", "_keyhash.pyi"]},
+    ext_modules=[RING_EXTENSION, KEYHASH_EXTENSION],
     install_requires=[
         "confluent-kafka>=2.3",
         "msgspec>=0.18",
