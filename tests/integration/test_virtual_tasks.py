@@ -4,12 +4,13 @@ worker, two workers); every input is processed exactly once in a clean run."""
 
 from __future__ import annotations
 
+import signal
 from collections import defaultdict
 from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
-from kafka_util import Container, create_topic, job_toml, wait_until, write_config
+from kafka_util import Container, create_topic, job_toml, read_checkpoint_records, wait_until, write_config
 
 from samzamp.consume.key_bucket import key_bucket
 
@@ -94,3 +95,136 @@ def test_every_key_reaches_exactly_its_buckets_task_in_order(
             seen[(partition, offset)] = task
     assert {p: sum(1 for q, _ in seen if q == p) for p in range(partitions)} == written
     assert len(owner) == 200
+
+
+def _checkpoints_never_go_back(bootstrap: str, job: str) -> dict[str, dict[tuple[str, int, int], int]]:
+    """Every task's checkpoints in topic order never move an SSP back; returns each task's last."""
+    last: dict[str, dict[tuple[str, int, int], int]] = defaultdict(dict)
+    for cp in read_checkpoint_records(bootstrap, job):
+        mine = last[cp.task_name]
+        for o in cp.input_offsets:
+            key = (o.stream, o.partition, o.key_bucket)
+            assert o.offset >= mine.get(key, -1), f"{cp.task_name}: {key} went back from {mine[key]} to {o.offset}"
+            mine[key] = o.offset
+    return dict(last)
+
+
+def test_sigkill_loop_loses_nothing_and_checkpoints_never_go_back(broker, unique, tmp_path: Path) -> None:
+    partitions, factor, kills = 2, 4, 5
+    topic = f"in-{unique}"
+    create_topic(broker.bootstrap_servers, topic, partitions)
+    written = produce_keyed(broker.bootstrap_servers, topic, partitions, keys=1000, per_key=100)
+    total = sum(written.values())
+    assert total == 100_000
+    cfg, rec = virtual_job(tmp_path, unique, topic)
+    overrides = (f"job.elasticity.factor={factor}", "job.container.thread.pool.size=2")
+    for run in range(kills):
+        c = Container(cfg, broker.bootstrap_servers, *overrides, log=tmp_path / f"run-{run}.log")
+        target = (run + 1) * total // (kills + 2)
+        wait_until(lambda t=target: _processed(rec) >= t, 180, f"run {run}: {target} processed", c)
+        c.kill()
+        assert c.proc.wait(timeout=30) == -signal.SIGKILL
+    c = Container(cfg, broker.bootstrap_servers, *overrides, log=tmp_path / "run-last.log")
+
+    def everything_seen() -> bool:
+        return {(int(r[0]), int(r[2])) for rows in task_records(rec).values() for r in rows} >= {
+            (p, o) for p, n in written.items() for o in range(n)
+        }
+
+    wait_until(everything_seen, 240, "every offset processed at least once", c)
+    assert c.stop() == 0, c.log_text()[-3000:]
+    last = _checkpoints_never_go_back(broker.bootstrap_servers, f"vt-{unique}")
+    assert set(last) == {f"Partition {p}_{kb}_{factor}" for p in range(partitions) for kb in range(factor)}
+    # Within each run (one record file per task and process), a key's messages came in offset order.
+    for f in rec.glob("*.log"):
+        last_of_key: dict[str, int] = {}
+        for line in f.read_text().splitlines():
+            _, _, _, offset, key = line.split()
+            assert int(offset) > last_of_key.get(key, -1), f"{f.name}: {key} at {offset} after {last_of_key[key]}"
+            last_of_key[key] = int(offset)
+
+
+def _seen_offsets(rec: Path) -> list[tuple[int, int]]:
+    return [(int(r[0]), int(r[2])) for rows in task_records(rec).values() for r in rows]
+
+
+def test_split_inherits_the_ancestors_offset_and_merge_loses_nothing(broker, unique, tmp_path: Path) -> None:
+    partitions = 2
+    topic = f"in-{unique}"
+    create_topic(broker.bootstrap_servers, topic, partitions)
+    cfg, rec = virtual_job(tmp_path, unique, topic)
+    written: dict[int, int] = defaultdict(int)
+
+    def run(factor: int, name: str) -> Container:
+        for p, n in produce_keyed(broker.bootstrap_servers, topic, partitions, keys=100, per_key=10).items():
+            written[p] += n
+        c = Container(cfg, broker.bootstrap_servers, f"job.elasticity.factor={factor}", log=tmp_path / f"{name}.log")
+        expected = {(p, o) for p, n in written.items() for o in range(n)}
+        wait_until(lambda: set(_seen_offsets(rec)) >= expected, 120, f"{name}: every offset processed", c)
+        c.proc.send_signal(signal.SIGTERM)
+        assert c.proc.wait(timeout=60) == 0, c.log_text()[-3000:]
+        return c
+
+    run(2, "f2")
+    run(4, "f4")
+    seen = _seen_offsets(rec)
+    repeated = sorted({x for x in seen if seen.count(x) > 1})
+    assert not repeated, f"split after a clean stop processed {len(repeated)} offsets twice: {repeated[:10]}"
+    four = task_records(rec)
+    assert {t for t in four if t.endswith("_4")} == {f"Partition {p}_{kb}_4" for p in range(2) for kb in range(4)}
+
+    run(2, "f2-again")  # a merge: nothing lost (what the faster descendant processed may come again)
+    c = Container(cfg, broker.bootstrap_servers, "job.elasticity.factor=3", log=tmp_path / "f3.log")
+    assert c.proc.wait(timeout=60) == 2
+    log = c.log_text()
+    assert "job.elasticity.factor" in log, log[-2000:]
+    assert "neither divides the other" in log, log[-2000:]
+
+
+def test_broadcast_partition_reaches_every_virtual_task_once(broker, unique, tmp_path: Path) -> None:
+    partitions, factor = 2, 2
+    topic, bc = f"in-{unique}", f"bc-{unique}"
+    create_topic(broker.bootstrap_servers, topic, partitions)
+    create_topic(broker.bootstrap_servers, bc, 1)
+    written = produce_keyed(broker.bootstrap_servers, topic, partitions, keys=100, per_key=10)
+
+    def broadcast(start: int, n: int) -> None:
+        p = Producer({"bootstrap.servers": broker.bootstrap_servers})
+        for i in range(start, start + n):
+            p.produce(bc, f"b{i}".encode(), f"b{i}".encode(), partition=0)
+        assert p.flush(30) == 0
+
+    broadcast(0, 50)
+    extra = f"""
+[streams.{bc}]
+samza.key.serde = "string"
+samza.msg.serde = "string"
+"""
+    cfg, rec = virtual_job(tmp_path, unique, topic, extra=extra)
+    overrides = (
+        f"job.elasticity.factor={factor}",
+        "job.container.thread.pool.size=2",
+        f"task.broadcast.inputs=kafka.{bc}#0",
+        f"test.broadcast.stream={bc}",
+    )
+    tasks = {f"Partition {p}_{kb}_{factor}" for p in range(partitions) for kb in range(factor)}
+    total = sum(written.values())
+
+    def done(bc_count: int) -> bool:
+        records = task_records(rec, "B")
+        return _processed(rec) >= total and all(len(records.get(t, [])) >= bc_count for t in tasks)
+
+    c = Container(cfg, broker.bootstrap_servers, *overrides, log=tmp_path / "run-0.log")
+    wait_until(lambda: done(50), 120, "every task saw every broadcast message", c)
+    assert c.stop() == 0, c.log_text()[-3000:]
+    broadcast(50, 30)
+    c = Container(cfg, broker.bootstrap_servers, *overrides, log=tmp_path / "run-1.log")
+    wait_until(lambda: done(80), 120, "every task saw the new broadcast messages", c)
+    assert c.stop() == 0, c.log_text()[-3000:]
+
+    by_task = task_records(rec, "B")
+    assert set(by_task) == tasks
+    for task, rows in by_task.items():
+        assert [int(o) for _, o in rows] == list(range(80)), f"{task} saw broadcast offsets {rows}"
+    seen = _seen_offsets(rec)
+    assert sorted(seen) == sorted((p, o) for p, n in written.items() for o in range(n)), "the keyed input changed"
