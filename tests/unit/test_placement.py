@@ -3,6 +3,8 @@ that arrives goes to the least loaded worker without moving any task already pla
 
 from __future__ import annotations
 
+from collections import Counter
+
 import pytest
 
 from samzamp.api.envelope import SystemStreamPartition
@@ -69,3 +71,18 @@ def test_no_workers_is_an_error_not_a_silent_empty_placement() -> None:
 def test_tasks_are_placed_in_numeric_task_order() -> None:
     tasks = {f"Partition {p}": {p} for p in range(12)}
     assert assign_tasks(tasks, 3) == {f"Partition {p}": p % 3 for p in range(12)}
+
+
+@pytest.mark.parametrize(
+    ("partitions", "factor", "workers"), [(1, 2, 2), (1, 4, 2), (1, 4, 4), (2, 2, 2), (2, 4, 4), (3, 2, 4)]
+)
+def test_a_partitions_key_buckets_are_spread_over_the_workers(partitions: int, factor: int, workers: int) -> None:
+    tasks = {f"Partition {p}_{kb}_{factor}": {f"in-{p}-{kb}"} for p in range(partitions) for kb in range(factor)}
+    placed = assign_tasks(tasks, workers)
+    for p in range(partitions):
+        per_worker = Counter(placed[f"Partition {p}_{kb}_{factor}"] for kb in range(factor))
+        # As even as the counts allow: no worker holds two buckets of a partition while another holds none.
+        assert len(per_worker) == min(workers, factor)
+        assert max(per_worker.values()) - min(per_worker.values()) <= 1
+    assert max(Counter(placed.values()).values()) - min(Counter(placed.values()).values()) <= 1
+    assert assign_tasks(dict(reversed(tasks.items())), workers) == placed  # stable
