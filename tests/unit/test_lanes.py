@@ -180,3 +180,34 @@ def test_a_partition_is_not_read_whole_and_by_bucket_at_once() -> None:
     sc.add({bucket(0): 0})
     with pytest.raises(ValueError, match="by key bucket and as a whole"):
         sc.add({P0: 0})
+
+
+def test_a_slow_bucket_holds_its_partition_back_but_never_lets_the_buffers_grow_past_the_threshold() -> None:
+    threshold, batch = 200, 100
+    streams = keyed(5000)
+    now = [0.0]
+    consumer = InMemorySystemConsumer(streams, batch=batch)
+    sc = SystemConsumers(
+        {"mem": consumer},
+        [],
+        RoundRobinChooser(),
+        MetricsRegistry(),
+        threshold,
+        20,
+        lambda: now[0],
+        elasticity_factor=2,
+    )
+    sc.add({bucket(0): 0, bucket(1): 0})
+    fast: list[int] = []
+    for _ in range(500):
+        sc.refill()
+        while (chosen := sc.choose()) is not None:
+            lane, raw = chosen
+            if lane == bucket(0):  # bucket 1's task never takes its next message: a stuck task
+                fast.append(raw[0])
+                sc.try_update(lane)
+        assert sc.buffered() <= threshold + batch
+        now[0] += 0.01
+    assert fast == expected(len(fast) + 1000, 2, 0)[: len(fast)]  # in order, none skipped
+    assert fast, "the fast bucket read nothing"
+    assert P0 in sc._paused  # the partition waits for its slow bucket, as Samza's virtual tasks do
