@@ -416,13 +416,19 @@ class TaskKeyCountTask(StreamTask, InitableTask, _Recorder):
 class KeyBucketTask(StreamTask, InitableTask, _Recorder):
     """Records ``V <partition> <key bucket> <offset> <key>`` for every message: which virtual task
     (the record file's name) saw which key, in which order. With test.broadcast.stream, records
-    ``B <partition> <offset>`` for the messages of that stream instead."""
+    ``B <partition> <offset>`` for the messages of that stream instead; test.busy.us: CPU time each
+    message takes."""
 
     def init(self, context) -> None:
         self._open(context)
         self._broadcast = context.config.get("test.broadcast.stream")
+        self._busy_s = int(context.config.get("test.busy.us", 0)) / 1e6
 
     def process(self, envelope, collector, coordinator) -> None:
+        if self._busy_s:
+            until = time.perf_counter() + self._busy_s
+            while time.perf_counter() < until:
+                pass
         ssp = envelope.system_stream_partition
         if ssp.stream == self._broadcast:
             self.record(f"B {ssp.partition} {envelope.offset}")

@@ -10,7 +10,15 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
-from kafka_util import Container, create_topic, job_toml, read_checkpoint_records, wait_until, write_config
+from kafka_util import (
+    Container,
+    create_topic,
+    job_toml,
+    read_checkpoint_records,
+    run_drain,
+    wait_until,
+    write_config,
+)
 
 from samzamp.consume.key_bucket import key_bucket
 
@@ -228,3 +236,34 @@ samza.msg.serde = "string"
         assert [int(o) for _, o in rows] == list(range(80)), f"{task} saw broadcast offsets {rows}"
     seen = _seen_offsets(rec)
     assert sorted(seen) == sorted((p, o) for p, n in written.items() for o in range(n)), "the keyed input changed"
+
+
+def test_drain_of_virtual_tasks_loses_and_repeats_nothing(broker, unique, tmp_path: Path) -> None:
+    partitions = 2
+    topic = f"in-{unique}"
+    create_topic(broker.bootstrap_servers, topic, partitions)
+    written = produce_keyed(broker.bootstrap_servers, topic, partitions, keys=500, per_key=40)
+    cfg, rec = virtual_job(tmp_path, unique, topic)
+    overrides = (
+        "job.elasticity.factor=2",
+        "job.container.thread.pool.size=2",
+        "job.drain-monitor.poll.interval.ms=200",
+        "task.fetch.threshold=2000",  # little fetched ahead of the tasks: the drain comes mid-stream
+        "test.busy.us=100",
+    )
+    c = Container(cfg, broker.bootstrap_servers, *overrides, log=tmp_path / "run-0.log")
+    wait_until(lambda: _processed(rec) >= 1000, 120, "some progress", c)
+    r = run_drain(cfg, broker.bootstrap_servers, "--wait", "--timeout", "120")
+    assert r.returncode == 0, (r.stdout, r.stderr, c.log_text()[-3000:])
+    assert c.proc.wait(timeout=60) == 0, c.log_text()[-3000:]
+    assert "every task is drained" in c.log_text()
+    drained = _processed(rec)
+    assert drained < sum(written.values()), "the drain came after everything was processed"
+    for p, n in produce_keyed(broker.bootstrap_servers, topic, partitions, keys=100, per_key=10).items():
+        written[p] += n
+    c = Container(cfg, broker.bootstrap_servers, *overrides, log=tmp_path / "run-1.log")
+    wait_until(lambda: "starting offsets" in c.log_text(), 60, "the next deployment to start", c)
+    wait_until(lambda: _processed(rec) >= sum(written.values()), 120, "the rest", c)
+    assert c.stop() == 0, c.log_text()[-3000:]
+    seen = _seen_offsets(rec)
+    assert sorted(seen) == sorted((p, o) for p, n in written.items() for o in range(n)), "lost or repeated"
