@@ -59,6 +59,7 @@ bench: ring
 	$(PY) bench/noop.py
 	$(PY) bench/ipc.py
 	$(PY) bench/startup.py
+	$(PY) bench/elasticity.py
 
 bench-ipc: ring
 	$(PY) bench/ipc.py

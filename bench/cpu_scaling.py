@@ -44,47 +44,54 @@ container's loop and its workers all share the machine's cores.
 from __future__ import annotations
 
 import argparse
-import mmap
 import os
-import signal
 import statistics
-import struct
-import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import noop
 from cpu_task import ITERATIONS, burn
+from turns import (
+    SAMPLE_S,
+    BurnReference,
+    Contender,
+    Runner,
+    report_round,
+    run_to_end,
+    start_container,
+    take_turns,
+)
 
 from samzamp.systems.kafka import EmbeddedBroker
 
 TARGET = 1.7
-SAMPLE_S = 0.1
 COMMIT_MS = 5000  # task.commit.ms in a container's own running time
 
 
-def job_toml(out_topic: str, pool: int, rep: int, commit_ms: int) -> str:
+def job_toml(
+    out_topic: str, pool: int, rep: int, commit_ms: int, input_topic: str = noop.INPUT_TOPIC, factor: int = 1
+) -> str:
+    """The cpu job reading ``input_topic``, with ``pool`` worker processes and elasticity factor ``factor``."""
     return f"""\
 [job]
 name = "bench-cpu-{pool}"
 id = "{rep}"
 default.system = "kafka"
 container.thread.pool.size = {pool}
+elasticity.factor = {factor}
 
 [task]
 class = "cpu_task:CpuTask"
-inputs = ["kafka.{noop.INPUT_TOPIC}"]
+inputs = ["kafka.{input_topic}"]
 commit.ms = {commit_ms}
 
 [systems.kafka]
 samza.factory = "kafka"
 default.stream.samza.offset.default = "oldest"
 
-[streams.{noop.INPUT_TOPIC}]
+[streams.{input_topic}]
 samza.key.serde = "string"
 samza.msg.serde = "json"
 
@@ -103,214 +110,21 @@ def per_message_us() -> float:
     return (time.perf_counter() - t) / n * 1e6
 
 
-def slope(samples: list[tuple[float, int]]) -> float:
-    """Least-squares messages/s of (time, count) samples; NaN with fewer than 3."""
-    if len(samples) < 3:
-        return float("nan")
-    t0 = samples[0][0]
-    xs = [t - t0 for t, _ in samples]
-    ys = [float(c) for _, c in samples]
-    mx, my = statistics.fmean(xs), statistics.fmean(ys)
-    sxx = sum((x - mx) ** 2 for x in xs)
-    return sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sxx if sxx else float("nan")
-
-
-@dataclass
-class Contender:
-    """One configuration under test, its processes, and its time running so far."""
-
-    label: str
-    count: Callable[[], int]  # outputs so far (a container) or loop calls so far (a burn reference)
-    pgids: list[int] = field(default_factory=list)  # each leads its own process group (workers included)
-    startup_s: float = 0.0
-    measured_s: float = 0.0  # the measured part of its slices
-    measured_outputs: float = 0.0  # slope x measured time, summed over slices
-    running_s: float = 0.0  # whole slices, settling included: the CPU figures' denominator
-    cpu_s: float = 0.0
-    broker_cpu_s: float = 0.0
-    idle_s: float = 0.0  # the machine's idle CPU time (all cores) during its slices
-    slopes: list[float] = field(default_factory=list)
-    last: int = 0
-    threads: dict[tuple[int, int, str], float] = field(default_factory=dict)  # with BENCH_THREADS: run time
-
-    @property
-    def rate(self) -> float:
-        return self.measured_outputs / self.measured_s if self.measured_s else float("nan")
-
-    def signal(self, sig: int) -> None:
-        for pgid in self.pgids:
-            os.killpg(pgid, sig)
-
-    def cpu(self) -> float:
-        return sum(noop.tree_cpu_seconds(pid) for pid in self.pgids)
-
-
-BURN_LOOP = """\
-import mmap, struct, sys
-sys.path.insert(0, sys.argv[1])
-from cpu_task import burn
-slot = 8 * int(sys.argv[3])
-with open(sys.argv[2], "r+b") as f:
-    counts = mmap.mmap(f.fileno(), 0)
-n = 0
-while True:
-    for _ in range(100):
-        burn(n)
-        n += 1
-    struct.pack_into("q", counts, slot, n)
-"""
-
-
-class BurnReference:
-    """The machine's own scaling, in the same slices: ``k`` processes that run only the task's loop
-    (cpu_task.burn, no samzamp, no broker), each in its own process group."""
-
-    def __init__(self, k: int, workdir: Path) -> None:
-        path = workdir / f"burn-{k}.counts"
-        path.write_bytes(bytes(8 * k))
-        self._file = open(path, "r+b")  # noqa: SIM115 - kept open for the mmap's life
-        self._counts = mmap.mmap(self._file.fileno(), 0)
-        self.procs = [
-            subprocess.Popen(
-                [sys.executable, "-c", BURN_LOOP, str(noop.BENCH_DIR), str(path), str(i)],
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-            )
-            for i in range(k)
-        ]
-        self.contender = Contender(f"burn x{k}", self.count, [p.pid for p in self.procs])
-        deadline = time.monotonic() + 60
-        while any(c == 0 for c in struct.unpack_from(f"{k}q", self._counts)):  # every process is looping
-            if time.monotonic() > deadline or any(p.poll() is not None for p in self.procs):
-                raise SystemExit(f"burn x{k}: the reference loops did not start")
-            time.sleep(SAMPLE_S)
-        self.contender.signal(signal.SIGSTOP)
-
-    def count(self) -> int:
-        return sum(struct.unpack_from(f"{len(self.procs)}q", self._counts))
-
-    def close(self) -> None:
-        for p in self.procs:
-            p.kill()
-            p.wait()
-        self._counts.close()
-        self._file.close()
-
-
-class Container:
+class Container(Runner):
     """A container of the cpu job under test, with job.container.thread.pool.size = ``pool``."""
 
     def __init__(
         self, label: str, pool: int, out_topic: str, bs: str, log_dir: Path, sets: tuple[str, ...] = ()
     ) -> None:
+        super().__init__(label, out_topic, bs, log_dir)
         self.pool = pool
-        self.out_topic = out_topic
         self.sets = sets
         self.commit_ms = COMMIT_MS
-        self.log_path = log_dir / f"container-{out_topic}.log"
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.watch = noop.OutputWatch(bs, out_topic)
-        self.contender = Contender(label, self.watch.count)
 
 
 def start(c: Container, bs: str, rep: int, workdir: Path) -> None:
     """Start ``c``'s container (alone: the others are stopped) and stop it at its first output."""
-    toml_path = workdir / f"job-{c.out_topic}.toml"
-    toml_path.write_text(job_toml(c.out_topic, c.pool, rep, c.commit_ms))
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(x for x in (str(noop.BENCH_DIR), env.get("PYTHONPATH", "")) if x)
-    env["BENCH_NOOP_OUTPUT"] = c.out_topic
-    args = [str(noop.CONTAINER_BIN), str(toml_path), "--set", f"systems.kafka.bootstrap.servers={bs}"]
-    args += noop.extra_sets() + [a for kv in (*noop.EXTRA_SETS, *c.sets) for a in ("--set", kv)]
-    with open(c.log_path, "wb") as log:
-        t0 = time.perf_counter()
-        c.proc = subprocess.Popen(
-            args, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
-        )
-    c.contender.pgids = [c.proc.pid]  # the container leads a group with its workers
-    deadline = time.monotonic() + 120
-    while c.contender.count() == 0:
-        check_alive(c)
-        if time.monotonic() > deadline:
-            raise SystemExit(f"pool {c.pool}: no output within 120 s of start")
-        time.sleep(SAMPLE_S)
-    c.contender.startup_s = time.perf_counter() - t0
-    c.contender.signal(signal.SIGSTOP)
-
-
-def check_alive(c: Container) -> None:
-    assert c.proc is not None
-    if c.proc.poll() is not None:
-        tail = c.log_path.read_text(errors="replace").splitlines()[-30:]
-        print("\n".join(["--- container log (last lines) ---", *tail, "---"]), file=sys.stderr)
-        raise SystemExit(f"pool {c.pool}: container exited with {c.proc.returncode}")
-
-
-def run_slice(c: Contender, slice_s: float, settle_s: float, broker_pid: int | None, measure: bool = True) -> None:
-    """Let ``c`` run for one slice, measure its rate after ``settle_s``, and stop it again (without
-    ``measure``, only let it run: a warm-up)."""
-    cpu0, bcpu0, idle0 = c.cpu(), noop.cpu_seconds(broker_pid), machine_idle_s()
-    threads0 = thread_times(c) if os.environ.get("BENCH_THREADS") else None
-    t_on = time.perf_counter()
-    c.signal(signal.SIGCONT)
-    time.sleep(settle_s)
-    samples: list[tuple[float, int]] = []
-    end = t_on + slice_s
-    while (now := time.perf_counter()) < end:
-        c.last = c.count()
-        samples.append((time.perf_counter(), c.last))
-        time.sleep(min(SAMPLE_S, max(0.0, end - now)))
-    c.signal(signal.SIGSTOP)
-    t_off = time.perf_counter()
-    if not measure:
-        return
-    c.running_s += t_off - t_on
-    c.cpu_s += c.cpu() - cpu0
-    c.broker_cpu_s += noop.cpu_seconds(broker_pid) - bcpu0
-    c.idle_s += machine_idle_s() - idle0
-    if threads0 is not None:
-        for key, run_s in thread_times(c).items():
-            c.threads[key] = c.threads.get(key, 0.0) + run_s - threads0.get(key, 0.0)
-    rate = slope(samples)
-    if rate == rate:  # not NaN
-        span = samples[-1][0] - samples[0][0]
-        c.slopes.append(rate)
-        c.measured_s += span
-        c.measured_outputs += rate * span
-
-
-def machine_idle_s() -> float:
-    """Idle CPU seconds of the whole machine since boot, all cores (/proc/stat: idle + iowait)."""
-    fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()
-    return (int(fields[4]) + int(fields[5])) / os.sysconf("SC_CLK_TCK")
-
-
-def thread_times(c: Contender) -> dict[tuple[int, int, str], float]:
-    """Seconds each thread of ``c``'s processes (and their descendants) has run, by (pid, tid, name)."""
-    return {key: run for pid in c.pgids for key, (run, _wait) in noop.thread_times(pid).items()}
-
-
-def near_the_end(c: Contender, n: int, slice_s: float) -> bool:
-    """True once ``c`` wrote 90% of its outputs, or could write the rest in its next slice (a slice
-    that runs out of input would measure the end, not the steady state)."""
-    fastest = max(c.slopes, default=0.0)
-    return c.last >= 0.9 * n or c.last + 1.5 * fastest * slice_s >= n
-
-
-def finish(c: Container, bs: str, n: int) -> None:
-    """Let ``c`` run to the end: every output written, then SIGTERM, exit 0, and no output lost."""
-    assert c.proc is not None
-    written = noop.count_topic(bs, c.out_topic, n, timeout_s=600)
-    if written < n:
-        check_alive(c)
-        raise SystemExit(f"pool {c.pool}: only {written}/{n} outputs")
-    c.proc.send_signal(signal.SIGTERM)
-    try:
-        c.proc.wait(timeout=120)
-    except subprocess.TimeoutExpired:
-        raise SystemExit(f"pool {c.pool}: container did not exit within 120 s of SIGTERM") from None
-    if c.proc.returncode != 0:
-        check_alive(c)
+    start_container(c, job_toml(c.out_topic, c.pool, rep, c.commit_ms), bs, workdir, c.sets)
 
 
 def run_round(
@@ -333,29 +147,16 @@ def run_round(
         for k in pools:
             burns.append(BurnReference(k, workdir))
         order = [c.contender for c in containers] + [b.contender for b in burns]
-        cycle = 0
-        while not any(near_the_end(c.contender, n, args.slice) for c in containers):
-            for c in order if cycle % 2 == 0 else reversed(order):
-                # The first cycle warms up: a container's first slice ran slow in trials (0.6x the rest).
-                run_slice(c, args.slice, args.settle, broker_pid, measure=cycle > 0)
-            for container in containers:
-                check_alive(container)
-            cycle += 1
+        take_turns(order, list(containers), n, args.slice, args.settle, broker_pid)
         for b in burns:
             b.close()
         burns = []
-        for c in containers:
-            c.contender.signal(signal.SIGCONT)
-        for c in containers:
-            finish(c, bs, n)
+        run_to_end(list(containers), bs, n)
     finally:
         for b in burns:
             b.close()
         for c in containers:
-            if c.proc is not None and c.proc.poll() is None:
-                c.contender.signal(signal.SIGKILL)
-                c.proc.wait()
-            c.watch.close()
+            c.close()
     return order
 
 
@@ -409,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
             for r in range(reps):
                 res = {c.label: c for c in run_round(bs, broker_pid, pools, n, r, args, Path(tmp))}
                 rounds.append(res)
-                report_round(res, f"round {r + 1}/{reps}")
+                report_round(res, f"round {r + 1}/{reps}", "pool 1")
     finally:
         broker.stop()
 
@@ -438,34 +239,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"samzamp's efficiency (pool 2 / pool 1 over the machine's own, by round): {efficiency:.2f}")
         print(f"cpu scaling pool 2 / pool 1: {statistics.median(ratios):.2f} (target >= {TARGET})")
     return 0
-
-
-def report_round(res: dict[str, Contender], title: str) -> None:
-    for label, c in res.items():
-        what = "msg/s" if label.startswith("pool") else "loops/s"
-        cpu = f"cpu {c.cpu_s / c.running_s:.0%}"
-        if label.startswith("pool"):
-            cpu = f"cpu: container and workers {c.cpu_s / c.running_s:.0%}, broker {c.broker_cpu_s / c.running_s:.0%}"
-            cpu += f"; machine idle {c.idle_s / c.running_s:.0%} of a core; start -> first output {c.startup_s:.2f} s"
-        print(
-            f"{title}  {label:<8}{c.rate:>9,.0f} {what:<8}({len(c.slopes)} slices, {c.measured_s:.1f} s measured; {cpu})",
-            flush=True,
-        )
-
-    for label, c in res.items():
-        for (pid, tid, comm), run_s in sorted(c.threads.items()):
-            if run_s > 0.01 * c.running_s:
-                print(f"    {label:<8} pid {pid} thread {tid} {comm:<16} running {run_s / c.running_s:4.0%}")
-
-    def by_cycle(a: str, b: str) -> str:
-        x, y = res[a], res[b]
-        cycles = [q / p for p, q in zip(x.slopes, y.slopes, strict=False)]
-        return f"{y.rate / x.rate:.2f}; by cycle {', '.join(f'{r:.2f}' for r in cycles)}"
-
-    for label in res:
-        if label.startswith("pool") and label != "pool 1":
-            print(f"{title}  {label} / pool 1: {by_cycle('pool 1', label)}")
-    print(f"{title}  burn x2 / burn x1: {by_cycle('burn x1', 'burn x2')}", flush=True)
 
 
 if __name__ == "__main__":

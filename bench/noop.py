@@ -186,9 +186,9 @@ class ThreadStats:
                 )
 
 
-def create_topics(bootstrap: str, names: list[str]) -> None:
+def create_topics(bootstrap: str, names: list[str], partitions: int = PARTITIONS) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    futures = admin.create_topics([NewTopic(n, num_partitions=PARTITIONS, replication_factor=1) for n in names])
+    futures = admin.create_topics([NewTopic(n, num_partitions=partitions, replication_factor=1) for n in names])
     for name, fut in futures.items():
         try:
             fut.result(timeout=30)
@@ -204,7 +204,9 @@ def make_value(i: int) -> bytes:
     )
 
 
-def produce_input(bootstrap: str, n: int) -> float:
+def produce_input(bootstrap: str, n: int, topic: str = INPUT_TOPIC) -> float:
+    """Write the input: ``n`` JSON values of ~100 bytes (make_value), keys ``str(i % 10000)``; returns
+    the mean value size."""
     p = Producer({"bootstrap.servers": bootstrap, **PRODUCER_CONF})
     size = 0
     for i in range(n):
@@ -212,7 +214,7 @@ def produce_input(bootstrap: str, n: int) -> float:
         size += len(value)
         while True:
             try:
-                p.produce(INPUT_TOPIC, value, str(i % 10000).encode())
+                p.produce(topic, value, str(i % 10000).encode())
                 break
             except BufferError:
                 p.poll(0.01)
