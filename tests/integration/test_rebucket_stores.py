@@ -16,6 +16,7 @@ import struct
 import subprocess
 import sys
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -142,14 +143,24 @@ def _lines(out: str, kind: str) -> list[dict[str, str]]:
     ]
 
 
-def _run_until(cfg: Path, bootstrap: str, rec: Path, log: Path, want: list[Message], tasks: int, *sets: str):
+def _run_until(
+    cfg: Path,
+    bootstrap: str,
+    rec: Path,
+    log: Path,
+    want: list[Message],
+    tasks: int,
+    *sets: str,
+    during: Callable[[], None] = lambda: None,
+):
     """Start a container, wait until ``tasks`` stores were dumped and every message of ``want`` was
-    processed by it, stop it cleanly; its new record and dump files."""
+    processed by it (then calls ``during``), stop it cleanly; its new record and dump files."""
     logs, dumps = _files(rec, ".log"), _files(rec, ".state")
     c = Container(cfg, bootstrap, *sets, log=log)
     wanted = {(p, o) for p, o, _k in want}
     wait_until(lambda: len(_dumps(_files(rec, ".state") - dumps)) >= tasks, 120, f"{tasks} stores restored", c)
     wait_until(lambda: wanted <= set(_processed(_files(rec, ".log") - logs)), 120, "every message processed", c)
+    during()
     assert c.stop() == 0, c.log_text()[-3000:]
     return _files(rec, ".log") - logs, _files(rec, ".state") - dumps, c.log_text()
 
@@ -183,7 +194,13 @@ msg.serde = "long"
         c = Container(cfg, bootstrap, log=tmp_path / f"f2-kill-{k}.log")
         wait_until(lambda b=before: sum(_processed(_files(rec, ".log")).values()) >= b + 300, 120, "progress", c)
         c.kill()
-    _run_until(cfg, bootstrap, rec, tmp_path / "f2.log", sent, 4)
+
+    def refused_while_running() -> None:
+        running = _rebucket(cfg, bootstrap, "--from-factor", "2", "--set", "job.elasticity.factor=4")
+        assert running.returncode == 3, running.stderr
+        assert "is running" in running.stderr
+
+    _run_until(cfg, bootstrap, rec, tmp_path / "f2.log", sent, 4, during=refused_while_running)
     f2_tasks = {f"Partition_{p}_{b}_2" for p in range(PARTS) for b in range(2)}
     assert _local(state, f2_tasks) == _by_task(_counts(sent), 2)
 
