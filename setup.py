@@ -88,6 +88,7 @@ setup(
             "samzamp-drain=samzamp.cli.drain:main",
             "samzamp-compact-changelog=samzamp.cli.compact_changelog:main",
             "samzamp-restore-stores=samzamp.cli.restore_stores:main",
+            "samzamp-rebucket-stores=samzamp.cli.rebucket_stores:main",
         ]
     },
 )

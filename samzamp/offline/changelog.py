@@ -131,9 +131,12 @@ class PartitionReader:
         )
 
 
-def write_partition(source: ChangelogSource, topic: str, partition: int, records: Iterator[tuple[bytes, bytes]]) -> int:
-    """Produce ``records`` (key, value) to ``topic[partition]`` in order; wait until every one is
-    acknowledged. Returns how many were written; raises ChangelogError naming the first failure."""
+def write_partition(
+    source: ChangelogSource, topic: str, partition: int, records: Iterator[tuple[bytes, bytes | None]]
+) -> int:
+    """Produce ``records`` (key, value or None for a tombstone) to ``topic[partition]`` in order; wait
+    until every one is acknowledged. Returns how many were written; raises ChangelogError naming the
+    first failure."""
     producer = Producer(client_config(source.kafka, "changelog-writer", {"linger.ms": 5, "acks": "all"}))
     errors: list[str] = []
 

@@ -20,11 +20,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from samzamp.api.errors import ConfigError, SamzampError
+from samzamp.commit.checkpoint import Checkpoint
 from samzamp.commit.topic_checkpoint import TopicCheckpointManager
 from samzamp.config.config import Config
 from samzamp.config.schema import check_keys
 from samzamp.config.settings import JobSettings
-from samzamp.coordinator.job_model import job_model
+from samzamp.coordinator.job_model import JobModel, job_model
 from samzamp.coordinator.metadata_store import CoordinatorStreamStore
 from samzamp.coordinator.passthrough import input_partitions
 from samzamp.coordinator.task_history import CHANGELOG_NAMESPACE, SSP_NAMESPACE, TaskHistory, read_task_history
@@ -36,7 +37,19 @@ from samzamp.systems.kafka import KafkaClientSettings, KafkaSystemAdmin
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["OfflineError", "StoreJob", "TaskStore", "read_cuts", "resolve_store", "spark_session"]
+__all__ = [
+    "OfflineError",
+    "StoreJob",
+    "TaskStore",
+    "changelog_source",
+    "kafka_clients",
+    "read_cuts",
+    "read_last_checkpoints",
+    "resolve_model",
+    "resolve_store",
+    "spark_session",
+    "state_cut",
+]
 
 
 class OfflineError(SamzampError):
@@ -67,7 +80,7 @@ class StoreJob:
         return KafkaSystemAdmin(self.source.kafka)
 
 
-def _clients(settings: JobSettings, system: str, why: str) -> KafkaClientSettings:
+def kafka_clients(settings: JobSettings, system: str, why: str) -> KafkaClientSettings:
     """How the offline job's clients (driver and Spark tasks) reach ``system``."""
     s = settings.systems[system]
     if not s.bootstrap_servers:
@@ -86,37 +99,9 @@ def resolve_store(config: Config, store: str) -> StoreJob:
     """
     check_keys(config)
     settings = JobSettings.from_config(config)
-    st = settings.stores.get(store)
-    if st is None:
-        known = ", ".join(sorted(settings.stores)) or "none"
-        raise ConfigError(
-            f"stores.{store}", f"store {store!r} is not configured (stores.{store}.factory); stores: {known}"
-        )
-    if st.changelog is None:
-        raise ConfigError(f"stores.{store}.changelog", f"is not set: store {store!r} has no changelog to read")
-    system, topic = st.changelog.system, st.changelog.stream
-    if settings.systems[system].factory != "kafka":
-        raise ConfigError(
-            f"stores.{store}.changelog", f"system {system!r} is not a kafka system; offline jobs read Kafka changelogs"
-        )
-    source = ChangelogSource(system, topic, _clients(settings, system, f"read the changelog of store {store!r}"))
-
-    # The tasks, as the container groups them: the job's task history, then the grouper.
-    admins: dict[str, SystemAdmin] = {}
-    for ss in settings.task.inputs:
-        if settings.systems[ss.system].factory != "kafka":
-            raise ConfigError("task.inputs", f"{ss} is not on a kafka system; offline jobs need the job's real inputs")
-        admin = admins.setdefault(ss.system, KafkaSystemAdmin(_clients(settings, ss.system, "find the job's tasks")))
-        if ss.stream not in admin.partition_counts([ss.stream]):
-            raise OfflineError(f"input stream {ss} does not exist, so the job's tasks cannot be known")
-    model, _ = job_model(
-        settings.grouper,
-        input_partitions(settings, admins),
-        _task_history(settings),
-        expansion=settings.input_expansion,
-        factor=settings.elasticity_factor,
-        broadcast=settings.task.broadcast_inputs,
-    )
+    source = changelog_source(settings, store)
+    system, topic = source.system, source.topic
+    model, _, _ = resolve_model(settings)
     base = Path(settings.logged_store_base_dir)
     tasks = tuple(
         sorted(
@@ -135,12 +120,55 @@ def resolve_store(config: Config, store: str) -> StoreJob:
     return StoreJob(settings, store, source, tasks, n)
 
 
+def changelog_source(settings: JobSettings, store: str) -> ChangelogSource:
+    """The Kafka changelog of ``store``; ConfigError if the store is not configured or has none."""
+    st = settings.stores.get(store)
+    if st is None:
+        known = ", ".join(sorted(settings.stores)) or "none"
+        raise ConfigError(
+            f"stores.{store}", f"store {store!r} is not configured (stores.{store}.factory); stores: {known}"
+        )
+    if st.changelog is None:
+        raise ConfigError(f"stores.{store}.changelog", f"is not set: store {store!r} has no changelog to read")
+    system, topic = st.changelog.system, st.changelog.stream
+    if settings.systems[system].factory != "kafka":
+        raise ConfigError(
+            f"stores.{store}.changelog", f"system {system!r} is not a kafka system; offline jobs read Kafka changelogs"
+        )
+    return ChangelogSource(system, topic, kafka_clients(settings, system, f"read the changelog of store {store!r}"))
+
+
+def resolve_model(settings: JobSettings, factor: int | None = None) -> tuple[JobModel, TaskHistory, TaskHistory]:
+    """The job model a container would build now from the job's inputs and its recorded task history
+    (at elasticity factor ``factor``, default job.elasticity.factor): the model, the history read and
+    the history the model implies."""
+    admins: dict[str, SystemAdmin] = {}
+    for ss in settings.task.inputs:
+        if settings.systems[ss.system].factory != "kafka":
+            raise ConfigError("task.inputs", f"{ss} is not on a kafka system; offline jobs need the job's real inputs")
+        admin = admins.setdefault(
+            ss.system, KafkaSystemAdmin(kafka_clients(settings, ss.system, "find the job's tasks"))
+        )
+        if ss.stream not in admin.partition_counts([ss.stream]):
+            raise OfflineError(f"input stream {ss} does not exist, so the job's tasks cannot be known")
+    known = _task_history(settings)
+    model, implied = job_model(
+        settings.grouper,
+        input_partitions(settings, admins),
+        known,
+        expansion=settings.input_expansion,
+        factor=settings.elasticity_factor if factor is None else factor,
+        broadcast=settings.task.broadcast_inputs,
+    )
+    return model, known, implied
+
+
 def _task_history(settings: JobSettings) -> TaskHistory:
     """The task history the job's containers recorded (empty if none ran yet), read, never written."""
     system = settings.coordinator_system
     if settings.systems[system].factory != "kafka":
         return TaskHistory()
-    admin = KafkaSystemAdmin(_clients(settings, system, "read the job's task history"))
+    admin = KafkaSystemAdmin(kafka_clients(settings, system, "read the job's task history"))
     metadata = CoordinatorStreamStore(admin, _NoProducer(), settings.coordinator_topic)
     if not metadata.exists():
         return TaskHistory()
@@ -168,35 +196,45 @@ class _NoProducer:
         pass
 
 
-def read_cuts(job: StoreJob) -> dict[str, int]:
-    """Each task's restore cut: the changelog offset its last checkpoint covers for the store (-1: none)."""
-    s = job.settings
+def read_last_checkpoints(s: JobSettings) -> dict[str, Checkpoint]:
+    """The newest checkpoint of every task in the job's checkpoint topic (none if it does not exist)."""
     if s.systems[s.checkpoint_system].factory != "kafka":
         raise ConfigError("task.checkpoint.system", f"{s.checkpoint_system!r} is not a kafka system")
-    admin = KafkaSystemAdmin(_clients(s, s.checkpoint_system, "read the job's checkpoints"))
-    cuts = {t.task_name: -1 for t in job.tasks}
+    admin = KafkaSystemAdmin(kafka_clients(s, s.checkpoint_system, "read the job's checkpoints"))
     if s.checkpoint_topic not in admin.partition_counts([s.checkpoint_topic]):
-        return cuts
+        return {}
     manager = TopicCheckpointManager(
         admin, _NoProducer(), s.checkpoint_topic, s.grouper, validate_grouper=s.checkpoint_validation
     )
-    checkpoints = manager.read_last_checkpoints()
-    for task, checkpoint in checkpoints.items():
-        if task not in cuts:
-            continue  # a task the job no longer has
-        marker = checkpoint.state_markers.get(job.store)
-        if marker is None:
-            continue
-        try:
-            cuts[task] = int(marker)
-        except ValueError:
-            raise OfflineError(
-                f"checkpoint {checkpoint.checkpoint_id} of task {task!r} has state marker {marker!r} for store "
-                f"{job.store!r}; expected a changelog offset"
-            ) from None
-        if cuts[task] < -1:
-            raise OfflineError(f"checkpoint of task {task!r} has a negative state marker {marker!r} for {job.store!r}")
+    return manager.read_last_checkpoints()
+
+
+def read_cuts(job: StoreJob) -> dict[str, int]:
+    """Each task's restore cut: the changelog offset its last checkpoint covers for the store (-1: none)."""
+    cuts = {t.task_name: -1 for t in job.tasks}
+    for task, checkpoint in read_last_checkpoints(job.settings).items():
+        if task in cuts:  # else a task the job no longer has
+            cuts[task] = state_cut(checkpoint, job.store)
     return cuts
+
+
+def state_cut(checkpoint: Checkpoint, store: str) -> int:
+    """The changelog offset ``checkpoint`` covers for ``store`` (-1: no marker); OfflineError if the
+    marker is not an offset."""
+    marker = checkpoint.state_markers.get(store)
+    if marker is None:
+        return -1
+    task = checkpoint.task_name
+    try:
+        cut = int(marker)
+    except ValueError:
+        raise OfflineError(
+            f"checkpoint {checkpoint.checkpoint_id} of task {task!r} has state marker {marker!r} for store "
+            f"{store!r}; expected a changelog offset"
+        ) from None
+    if cut < -1:
+        raise OfflineError(f"checkpoint of task {task!r} has a negative state marker {marker!r} for {store!r}")
+    return cut
 
 
 def _java_home() -> None:

@@ -434,3 +434,19 @@ class KeyBucketTask(StreamTask, InitableTask, _Recorder):
             self.record(f"B {ssp.partition} {envelope.offset}")
         else:
             self.record(f"V {ssp.partition} {ssp.key_bucket} {envelope.offset} {envelope.key}")
+
+
+class KeyCountTask(StreamTask, InitableTask, _Recorder):
+    """Word count by message key: adds one to the count of the message's key in the changelogged store
+    "counts", keyed by that key (with key serde "string" on both, the store key's bytes are the
+    message's key bytes, so re-bucketing moves each count to the task its messages go to). Records
+    ``P <partition> <offset>``; dumps the restored store at init, as StoreCountTask does."""
+
+    def init(self, context) -> None:
+        self._open(context)
+        self.counts = context.get_store("counts")
+        _dump_store(context, self.counts)
+
+    def process(self, envelope, collector, coordinator) -> None:
+        self.counts.put(envelope.key, (self.counts.get(envelope.key) or 0) + 1)
+        self.record(f"P {envelope.system_stream_partition.partition} {envelope.offset}")

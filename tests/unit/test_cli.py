@@ -27,6 +27,7 @@ COMMANDS = {
     "samzamp-drain": ("samzamp.cli.drain", []),
     "samzamp-compact-changelog": ("samzamp.cli.compact_changelog", ["--store", "s", "--output", "out"]),
     "samzamp-restore-stores": ("samzamp.cli.restore_stores", ["--store", "s"]),
+    "samzamp-rebucket-stores": ("samzamp.cli.rebucket_stores", ["--from-factor", "1"]),
 }
 
 
@@ -127,7 +128,7 @@ def test_require_names_the_extra() -> None:
     assert str(e.value) == "needs a thing: pip install 'samzamp[thing]', or do without"
 
 
-@pytest.mark.parametrize("prog", ["samzamp-compact-changelog", "samzamp-restore-stores"])
+@pytest.mark.parametrize("prog", ["samzamp-compact-changelog", "samzamp-restore-stores", "samzamp-rebucket-stores"])
 def test_spark_commands_without_pyspark_exit_2_naming_the_extra(
     prog: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

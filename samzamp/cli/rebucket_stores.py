@@ -1,0 +1,100 @@
+"""``samzamp-rebucket-stores``: move a stopped job's changelogged state to another job.elasticity.factor, with Spark.
+
+Usage::
+
+    samzamp-rebucket-stores job.toml --from-factor F1 [--build-local-stores] [--master local[*]] [--set key=value]...
+
+``job.toml`` carries the new factor (``job.elasticity.factor`` = F2); F1 is the factor the job's
+state was written with (its latest checkpoints). For every store with a changelog, the state of
+every task of F1 (its changelog partition up to its last checkpoint's cut) is split or merged into
+the tasks of F2 by the key bucket of each store key (``key_hash(key) % F2``, the hash messages are
+bucketed by), written to the new tasks' changelog partitions, and each new task gets a checkpoint:
+input offsets by Samza's split and merge rules, state markers at its changelog's new end. Then the
+job starts at F2 with every key's state in the task its messages go to. See
+``samzamp.offline.rebucket`` for the steps.
+
+Requirements: the job is stopped (a container that its coordinator stream says is running on this
+host, or on another host, is refused); each store is keyed by the serialized key bytes of the input
+messages it is about (a key in the wrong bucket is refused before anything is written); the
+changelog topics have a partition per new task (grown when the broker allows it, else refused).
+
+``--build-local-stores`` also restores the new tasks' store directories at their new markers, as
+``samzamp-restore-stores`` does, so the restart replays nothing (the directories must be where the
+container runs; with a non-local master, on a shared file system).
+
+Prints a line per old task read, per new task written, a summary per store and one in all::
+
+    read store=counts task='Partition 0_0_2' partition=0 cut=41 records_read=42 keys=17
+    wrote store=counts task='Partition 0_0_4' partition=4 keys=9 tombstones=0 marker=8
+    rebucketed store=counts changelog=kafka.counts-log old_tasks=2 new_tasks=4 records_read=80 keys=33 tombstones=0
+    rebucketed from_factor=2 to_factor=4 stores=1 history_entries=6
+
+Exit codes:
+    0    done
+    1    failed (Kafka unreachable, a changelog ends before a cut, a write failed, Spark failed)
+    2    refused or bad config or arguments, one line says which: the same factor twice, checkpoints
+         of another factor than --from-factor, factors neither of which divides the other, a store
+         not keyed by its messages' keys, a changelog with too few partitions the broker would not
+         grow, or PySpark missing (pip install 'samzamp[offline]')
+    3    a container of the job is running, or a target store directory is held by a live process;
+         nothing was written
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from samzamp.cli.common import add_job_config, add_log_level, new_parser, setup
+from samzamp.cli.offline_common import EXIT_LOCKED, EXIT_OK, exit_code
+from samzamp.config import load_config, parse_overrides
+from samzamp.extras import OFFLINE, require
+
+__all__ = ["main"]
+
+PROG = "samzamp-rebucket-stores"
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = new_parser(PROG, "Re-bucket a stopped job's changelogged stores to job.elasticity.factor (Spark).")
+    add_job_config(p)
+    p.add_argument(
+        "--from-factor", type=int, required=True, metavar="F1", help="the factor the job's state was written with"
+    )
+    p.add_argument("--build-local-stores", action="store_true", help="also restore the new tasks' store directories")
+    p.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
+    add_log_level(p, "WARNING")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = setup(_parser(), argv)
+    from samzamp.offline.job import spark_session
+    from samzamp.offline.rebucket import rebucket_stores
+    from samzamp.offline.rebucket_job import JobRunningError, plan_rebucket, prepare
+
+    try:
+        require(OFFLINE)
+        plan = plan_rebucket(load_config(args.config, parse_overrides(args.overrides)), args.from_factor)
+        grown = prepare(plan, args.build_local_stores)  # refuse before Spark starts
+    except JobRunningError as e:
+        print(f"{PROG}: refused: {e}", file=sys.stderr, flush=True)
+        return EXIT_LOCKED
+    except Exception as e:
+        return exit_code(PROG, e)
+
+    spark = spark_session(args.master, f"{PROG} {plan.settings.name}")
+    try:
+        result = rebucket_stores(spark, plan, args.build_local_stores, grown)
+    except Exception as e:
+        return exit_code(PROG, e)
+    finally:
+        spark.stop()
+    for line in result.lines():
+        print(line)
+    sys.stdout.flush()
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,271 @@
+"""Re-bucketing, the driver's side: the plan read from the job's config, inputs, task history and
+checkpoints (``plan_rebucket``, writes nothing), the checks that refuse a job that is running or
+whose changelog is too small, and the writes to the job's metadata: the task history before any
+changelog partition is written, the new tasks' checkpoints after.
+
+``rebucket.py`` runs the plan on Spark; ``rebucket_plan.py`` is what goes where.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient, NewPartitions  # type: ignore[attr-defined]
+
+from samzamp.api.envelope import SystemStreamPartition
+from samzamp.api.errors import ConfigError, SamzampError
+from samzamp.commit.checkpoint import Checkpoint
+from samzamp.commit.elasticity import starting_checkpoints
+from samzamp.commit.topic_checkpoint import TopicCheckpointManager
+from samzamp.config.config import Config
+from samzamp.config.schema import check_keys
+from samzamp.config.settings import JobSettings
+from samzamp.coordinator.grouper import task_order
+from samzamp.coordinator.metadata_store import CoordinatorStreamStore
+from samzamp.coordinator.run_id import RUN_NAMESPACE, RunState, read_current_run
+from samzamp.coordinator.task_history import CHANGELOG_NAMESPACE, SSP_NAMESPACE, TaskHistory, record_task_history
+from samzamp.offline.changelog import ChangelogSource
+from samzamp.offline.job import (
+    OfflineError,
+    StoreJob,
+    TaskStore,
+    changelog_source,
+    kafka_clients,
+    read_last_checkpoints,
+    resolve_model,
+    state_cut,
+)
+from samzamp.offline.rebucket_plan import NewTask, OldTask, assign_partitions, check_bases, check_latest_factor
+from samzamp.offline.restore import check_unlocked, plan_restore
+from samzamp.storage.dirs import store_dir
+from samzamp.systems.kafka import KafkaSystemAdmin, KafkaSystemProducer
+from samzamp.systems.kafka.client_config import client_config
+
+__all__ = [
+    "JobRunningError",
+    "RebucketPlan",
+    "StorePlan",
+    "check_local_dirs",
+    "check_not_running",
+    "ensure_partitions",
+    "plan_rebucket",
+    "prepare",
+    "record_history",
+    "store_job",
+    "write_checkpoints",
+]
+
+
+class JobRunningError(SamzampError):
+    """A container of the job may be running: its coordinator stream says so."""
+
+
+@dataclass(frozen=True)
+class StorePlan:
+    """One changelogged store: its changelog, the old tasks' state in it and its partition counts."""
+
+    store: str
+    source: ChangelogSource
+    old: tuple[OldTask, ...]  # in task order
+    partitions: int  # the changelog topic's partitions
+    needs: int  # partitions the new tasks need
+
+
+@dataclass(frozen=True)
+class RebucketPlan:
+    """Everything decided before anything is written (``plan_rebucket``)."""
+
+    settings: JobSettings
+    from_factor: int
+    to_factor: int
+    stores: tuple[StorePlan, ...]
+    new: tuple[NewTask, ...]  # in task order
+    known: TaskHistory  # the task history as read
+    history: TaskHistory  # the task history to record: ``known`` plus the new tasks
+    offsets: dict[str, dict[SystemStreamPartition, int]]  # new task -> its starting checkpoint's input offsets
+
+
+def plan_rebucket(config: Config, from_factor: int) -> RebucketPlan:
+    """Check the job and decide what goes where; writes nothing. ConfigError (a refusal: same
+    factors, checkpoints of another factor, a store not keyed for it), JobRunningError, or
+    SamzampError (Kafka unreachable)."""
+    check_keys(config)
+    settings = JobSettings.from_config(config)
+    to_factor = settings.elasticity_factor
+    if from_factor < 1:
+        raise ConfigError("--from-factor", f"is {from_factor}; a factor is >= 1")
+    if from_factor == to_factor:
+        raise ConfigError(
+            "--from-factor", f"is {from_factor}, the same as job.elasticity.factor: there is nothing to re-bucket"
+        )
+    stores = sorted(settings.logged_stores)
+    if not stores:
+        raise ConfigError("stores", "the job has no store with a changelog: there is no state to re-bucket")
+    check_not_running(settings)
+    old_model, known, _ = resolve_model(settings, from_factor)
+    new_model, _, implied = resolve_model(settings, to_factor)
+    check_bases(old_model.tasks, new_model.tasks, to_factor)
+    last = read_last_checkpoints(settings)
+    check_latest_factor(old_model.tasks, last, from_factor, stores)
+    # Refuses a change between factors that neither divides (job.elasticity.factor) before anything is written.
+    offsets = starting_checkpoints(new_model.tasks.values(), last)
+    try:
+        partitions = assign_partitions(new_model.tasks, known.changelog)
+    except ValueError as e:
+        raise OfflineError(f"{e}; the job's coordinator stream was written by something else?") from None
+    new = tuple(NewTask(n, partitions[n]) for n in sorted(partitions, key=task_order))
+    history = TaskHistory(implied.ssp_tasks, {**known.changelog, **partitions})
+    needs = max(t.partition for t in new) + 1
+    plans = []
+    for store in stores:
+        source = changelog_source(settings, store)
+        old = tuple(_old_task(name, known, last, store) for name in sorted(old_model.tasks, key=task_order))
+        have = KafkaSystemAdmin(source.kafka).partition_counts([source.topic]).get(source.topic)
+        if have is None:
+            raise OfflineError(f"changelog {source.system}.{source.topic} of store {store!r} does not exist")
+        plans.append(StorePlan(store, source, old, have, needs))
+    return RebucketPlan(settings, from_factor, to_factor, tuple(plans), new, known, history, offsets)
+
+
+def _old_task(name: str, known: TaskHistory, last: dict[str, Checkpoint], store: str) -> OldTask:
+    checkpoint = last.get(name)
+    cut = state_cut(checkpoint, store) if checkpoint is not None else -1
+    partition = known.changelog.get(name)
+    if partition is None:
+        if cut >= 0:
+            raise OfflineError(
+                f"task {name!r} checkpointed state of store {store!r}, but the job's task history records no "
+                "changelog partition for it; was the coordinator stream deleted?"
+            )
+        partition = -1  # never ran: nothing to read
+    return OldTask(name, partition, cut)
+
+
+def check_not_running(settings: JobSettings) -> None:
+    """JobRunningError if the job's coordinator stream says a container runs: on this host with a live
+    pid, or on another host (which cannot be checked from here). A container that died without saying
+    so (its pid is gone) does not count."""
+    system = settings.coordinator_system
+    if settings.systems[system].factory != "kafka":
+        return
+    admin = KafkaSystemAdmin(kafka_clients(settings, system, "read the job's coordinator stream"))
+    if settings.coordinator_topic not in admin.partition_counts([settings.coordinator_topic]):
+        return
+    producer = KafkaSystemProducer(kafka_clients(settings, system, "read the job's coordinator stream"))
+    try:
+        run = read_current_run(
+            CoordinatorStreamStore(admin, producer, settings.coordinator_topic).namespace(RUN_NAMESPACE)
+        )
+    finally:
+        producer.stop()
+    if run is None or run.state is not RunState.RUNNING:
+        return
+    here = run.host == socket.gethostname()
+    if here and not _alive(run.pid):
+        return
+    where = (
+        f"pid {run.pid} on this host"
+        if here
+        else f"pid {run.pid} on host {run.host}, which cannot be checked from here"
+    )
+    raise JobRunningError(
+        f"job {settings.name}-{settings.id} is running (run {run.run_id}, {where}); stop it (SIGTERM) and run "
+        "this again: a container writing while its state is re-bucketed would lose that state"
+    )
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def ensure_partitions(plan: RebucketPlan) -> list[str]:
+    """Give each changelog topic the partitions the new tasks need (CreatePartitions); ConfigError
+    naming the store, the topic and the count if the broker cannot. Returns what was grown."""
+    grown = []
+    for sp in plan.stores:
+        if sp.partitions >= sp.needs:
+            continue
+        src = sp.source
+        admin = AdminClient(client_config(src.kafka, "admin"))
+        try:
+            admin.create_partitions([NewPartitions(src.topic, sp.needs)])[src.topic].result(timeout=30)
+        except KafkaException as e:
+            raise ConfigError(
+                f"stores.{sp.store}.changelog",
+                f"changelog topic {src.system}.{src.topic} of store {sp.store!r} has {sp.partitions} partitions, but "
+                f"the {len(plan.new)} tasks of factor {plan.to_factor} need {sp.needs} (one per task), and the broker "
+                f"did not add them ({e.args[0].str() if e.args else e}); add partitions to the topic (to {sp.needs}) "
+                "and run this again",
+            ) from None
+        grown.append(f"{src.system}.{src.topic} {sp.partitions}->{sp.needs}")
+    return grown
+
+
+def prepare(plan: RebucketPlan, build_local: bool) -> list[str]:
+    """What must hold before Spark starts: with ``build_local``, no new task's store directory held by
+    a live process (StoreLockedError); every changelog with a partition per new task (grown if the
+    broker can: ``ensure_partitions``). Returns what was grown."""
+    if build_local:
+        check_local_dirs(plan)
+    return ensure_partitions(plan)
+
+
+def check_local_dirs(plan: RebucketPlan) -> None:
+    """StoreLockedError if a live process holds a new task's store directory (for ``build_local``)."""
+    for sp in plan.stores:
+        check_unlocked(plan_restore(store_job(plan, sp), {t.name: -1 for t in plan.new}))
+
+
+def store_job(plan: RebucketPlan, sp: StorePlan) -> StoreJob:
+    """``sp``'s store as a StoreJob of the new tasks (for ``restore``)."""
+    base = Path(plan.settings.logged_store_base_dir)
+    tasks = tuple(TaskStore(t.name, t.partition, store_dir(base, sp.store, t.name)) for t in plan.new)
+    return StoreJob(plan.settings, sp.store, sp.source, tasks, max(sp.partitions, sp.needs))
+
+
+def record_history(plan: RebucketPlan) -> int:
+    """Record the new tasks' changelog partitions before anything is written to them."""
+    s = plan.settings
+    clients = kafka_clients(s, s.coordinator_system, "record the job's task history")
+    producer = KafkaSystemProducer(clients)
+    try:
+        metadata = CoordinatorStreamStore(
+            KafkaSystemAdmin(clients), producer, s.coordinator_topic, s.coordinator_replication_factor
+        )
+        metadata.create_topic()
+        return record_task_history(
+            metadata.namespace(CHANGELOG_NAMESPACE), metadata.namespace(SSP_NAMESPACE), plan.known, plan.history
+        )
+    finally:
+        producer.stop()
+
+
+def write_checkpoints(plan: RebucketPlan, markers: dict[str, dict[str, str]]) -> None:
+    """Each new task's checkpoint: its starting input offsets and ``markers[task]`` (store -> marker)."""
+    s = plan.settings
+    clients = kafka_clients(s, s.checkpoint_system, "write the new tasks' checkpoints")
+    producer = KafkaSystemProducer(clients, "checkpoint-producer")
+    try:
+        manager = TopicCheckpointManager(
+            KafkaSystemAdmin(clients),
+            producer,
+            s.checkpoint_topic,
+            s.grouper,
+            s.checkpoint_replication_factor,
+            s.checkpoint_segment_bytes,
+            s.checkpoint_validation,
+        )
+        for t in plan.new:
+            manager.write_checkpoint(t.name, plan.offsets.get(t.name, {}), markers.get(t.name, {}))
+    finally:
+        producer.stop()
