@@ -30,7 +30,7 @@ from samzamp.commit.checkpoint import Checkpoint
 from samzamp.coordinator.grouper import TaskName, parse_task_name
 from samzamp.coordinator.job_model import TaskModel
 
-__all__ = ["check_state_factor", "starting_checkpoints"]
+__all__ = ["check_state_factor", "starting_checkpoints", "written_at"]
 
 _Partition = tuple[str, str, int]
 
@@ -126,12 +126,12 @@ def check_state_factor(
     for task in tasks:
         me = parse_task_name(task.name)
         own = last.get(task.name)
-        since = _written_at(own) if own is not None and own.state_markers else None
+        since = written_at(own) if own is not None and own.state_markers else None
         for name, other in parsed.items():
             theirs = last[name]
             if other.base != me.base or other.factor == me.factor or not theirs.state_markers:
                 continue
-            if since is None or _written_at(theirs) > since:
+            if since is None or written_at(theirs) > since:
                 raise ConfigError(
                     "job.elasticity.factor",
                     f"is {me.factor}, but the job's changelogged stores were last written by tasks of factor "
@@ -140,7 +140,7 @@ def check_state_factor(
                 )
 
 
-def _written_at(checkpoint: Checkpoint) -> tuple[int, ...]:
+def written_at(checkpoint: Checkpoint) -> tuple[int, ...]:
     """When a checkpoint was written: its id is ``<millis>-<sub-millisecond>`` (``new_checkpoint_id``)."""
     try:
         return tuple(int(part) for part in checkpoint.checkpoint_id.split("-"))

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from samzamp.api.errors import ConfigError
 from samzamp.commit.checkpoint import Checkpoint
-from samzamp.commit.elasticity import _written_at
+from samzamp.commit.elasticity import written_at
 from samzamp.consume.key_bucket import key_hash
 from samzamp.coordinator.grouper import TaskName, parse_task_name, task_order, virtual_task_name
 
@@ -110,7 +110,7 @@ def check_latest_factor(
         parsed = parse_task_name(name)
         if parsed.base not in bases or not any(s in checkpoint.state_markers for s in stores):
             continue
-        at = _written_at(checkpoint)
+        at = written_at(checkpoint)
         if parsed.base not in newest or at > newest[parsed.base][0]:
             newest[parsed.base] = (at, name)
     if not newest:

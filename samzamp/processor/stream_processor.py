@@ -25,12 +25,14 @@ import signal
 import time
 
 from samzamp.api.task import AsyncStreamTask
+from samzamp.commit.elasticity import check_state_factor, starting_checkpoints
 from samzamp.commit.topic_checkpoint import TopicCheckpointManager
 from samzamp.config.settings import JobSettings
 from samzamp.config.validate import load_task_class
 from samzamp.container.container import SamzaContainer
 from samzamp.container.run_loop import RunLoop
 from samzamp.container.systems import Systems
+from samzamp.coordinator.job_model import JobModel
 from samzamp.coordinator.metadata_store import CoordinatorStreamStore
 from samzamp.coordinator.passthrough import PassthroughJobCoordinator
 from samzamp.coordinator.run_id import RUN_NAMESPACE, RunRecord, RunState, end_run, start_run
@@ -162,6 +164,9 @@ class StreamProcessor:
             metadata = await self._start_run()
             coordinator = PassthroughJobCoordinator(st, systems.admins, metadata)
             model, history = await asyncio.to_thread(coordinator.job_model)
+            # A change of job.elasticity.factor the checkpoints cannot follow stops here, before a
+            # changelog is created for the new tasks or their partitions are recorded.
+            await asyncio.to_thread(self._check_factor, model, checkpoints)
             await asyncio.to_thread(systems.create_changelogs, model, history)
             await asyncio.to_thread(coordinator.record, history)  # before a task writes to its changelog partition
             if self.pool is not None:
@@ -212,6 +217,16 @@ class StreamProcessor:
             log.error("%s", error)
 
     # -- the run record and drains --------------------------------------------------------------
+    def _check_factor(self, model: JobModel, checkpoints: TopicCheckpointManager) -> None:
+        """ConfigError naming job.elasticity.factor if the tasks of ``model`` cannot start from the
+        job's checkpoints (samzamp.commit.elasticity): the container checks again for each task
+        that arrives, but at start it must come before anything is created or recorded."""
+        st = self.settings
+        last = checkpoints.read_last_checkpoints()
+        reset = [ss for ss in st.task.inputs if st.stream(ss).reset_offset]
+        check_state_factor(model.tasks.values(), last, st.logged_stores)
+        starting_checkpoints(model.tasks.values(), last, reset)
+
     async def _start_run(self) -> CoordinatorStreamStore:
         """Create the coordinator stream and publish this processor's run id; the stream."""
         st = self.settings
