@@ -261,6 +261,7 @@ class SystemConsumers:
                     reader.skip[lane] = max(reader.skip[lane], had)
             reader.position = earliest
             self._fetched_upto.pop(partition, None)
+            self._paused.discard(partition)  # registered anew: fetching, not paused
         for lane, start in starts.items():
             reader.join(lane, start)
             self._reader_of[lane] = reader

@@ -13,11 +13,8 @@ import socket
 from dataclasses import dataclass
 from pathlib import Path
 
-from confluent_kafka import KafkaException
-from confluent_kafka.admin import AdminClient, NewPartitions  # type: ignore[attr-defined]
-
 from samzamp.api.envelope import SystemStreamPartition
-from samzamp.api.errors import ConfigError, SamzampError
+from samzamp.api.errors import ConfigError, SamzampError, SystemFailureError
 from samzamp.commit.checkpoint import Checkpoint
 from samzamp.commit.elasticity import starting_checkpoints
 from samzamp.commit.topic_checkpoint import TopicCheckpointManager
@@ -43,7 +40,6 @@ from samzamp.offline.rebucket_plan import NewTask, OldTask, assign_partitions, c
 from samzamp.offline.restore import check_unlocked, plan_restore
 from samzamp.storage.dirs import store_dir
 from samzamp.systems.kafka import KafkaSystemAdmin, KafkaSystemProducer
-from samzamp.systems.kafka.client_config import client_config
 
 __all__ = [
     "JobRunningError",
@@ -196,16 +192,14 @@ def ensure_partitions(plan: RebucketPlan) -> list[str]:
         if sp.partitions >= sp.needs:
             continue
         src = sp.source
-        admin = AdminClient(client_config(src.kafka, "admin"))
         try:
-            admin.create_partitions([NewPartitions(src.topic, sp.needs)])[src.topic].result(timeout=30)
-        except KafkaException as e:
+            KafkaSystemAdmin(src.kafka).add_partitions(src.topic, sp.needs)
+        except SystemFailureError as e:
             raise ConfigError(
                 f"stores.{sp.store}.changelog",
                 f"changelog topic {src.system}.{src.topic} of store {sp.store!r} has {sp.partitions} partitions, but "
                 f"the {len(plan.new)} tasks of factor {plan.to_factor} need {sp.needs} (one per task), and the broker "
-                f"did not add them ({e.args[0].str() if e.args else e}); add partitions to the topic (to {sp.needs}) "
-                "and run this again",
+                f"did not add them ({e}); add partitions to the topic (to {sp.needs}) and run this again",
             ) from None
         grown.append(f"{src.system}.{src.topic} {sp.partitions}->{sp.needs}")
     return grown

@@ -6,7 +6,7 @@ import logging
 import time
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic  # type: ignore[attr-defined]
 
 from samzamp.api.envelope import SystemStreamPartition
 from samzamp.api.errors import SystemFailureError
@@ -57,6 +57,17 @@ class KafkaSystemAdmin:
             time.sleep(0.05)
         log.info("created stream %s.%s with %d partitions", self._system, stream, partitions)
         return True
+
+    def add_partitions(self, stream: str, partitions: int) -> None:
+        """Grow ``stream`` to ``partitions`` partitions (CreatePartitions). SystemFailureError with the
+        broker's reason if it refuses (not every broker can: Tansu cannot)."""
+        try:
+            self._admin.create_partitions([NewPartitions(stream, partitions)])[stream].result(timeout=30)
+        except KafkaException as e:
+            reason = e.args[0].str() if e.args and hasattr(e.args[0], "str") else str(e)
+            raise SystemFailureError(
+                f"system {self._system!r}: cannot grow stream {stream!r} to {partitions} partitions: {reason}"
+            ) from None
 
     def end_offsets(self, ssps: list[SystemStreamPartition]) -> dict[SystemStreamPartition, int]:
         """Exact high watermarks, found by reading to the partition-EOF event.
