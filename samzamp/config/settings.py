@@ -276,6 +276,10 @@ class JobSettings:
         """Settings of the stream at ``system_stream`` (system + physical name)."""
         return _stream(self.config, self.systems, system_stream)
 
+    def reset_inputs(self) -> list[SystemStream]:
+        """The inputs whose checkpointed offsets are ignored (streams.<id>.samza.reset.offset)."""
+        return [ss for ss in self.task.inputs if self.stream(ss).reset_offset]
+
 
 def _job_name_or_id(config: Config, what: str) -> str | None:
     """job.<what>, else app.<what> (Samza's planner sets the job's from the app's); the two must agree."""

@@ -172,12 +172,11 @@ class SamzaContainer:
     # -- starting tasks -------------------------------------------------------------------------
     async def _start_tasks(self, models: list[TaskModel]) -> None:
         last = await asyncio.to_thread(self._checkpoints.read_last_checkpoints)
-        reset = [ss for ss in self.settings.task.inputs if self.settings.stream(ss).reset_offset]
         # A factor change (job.elasticity.factor): a new virtual task starts where the tasks of the
         # old factor that read its messages stood (samzamp.commit.elasticity), and a task whose
         # state those tasks wrote must not start without it.
         check_state_factor(models, last, self.settings.logged_stores)
-        checkpointed = starting_checkpoints(models, last, reset)
+        checkpointed = starting_checkpoints(models, last, self.settings.reset_inputs())
         lanes = {
             lane: (m.name, ssp) for m in models for lane, ssp in task_lanes(m.name, m.ssps, self._broadcast).items()
         }

@@ -223,9 +223,8 @@ class StreamProcessor:
         that arrives, but at start it must come before anything is created or recorded."""
         st = self.settings
         last = checkpoints.read_last_checkpoints()
-        reset = [ss for ss in st.task.inputs if st.stream(ss).reset_offset]
         check_state_factor(model.tasks.values(), last, st.logged_stores)
-        starting_checkpoints(model.tasks.values(), last, reset)
+        starting_checkpoints(model.tasks.values(), last, st.reset_inputs())
 
     async def _start_run(self) -> CoordinatorStreamStore:
         """Create the coordinator stream and publish this processor's run id; the stream."""

@@ -209,6 +209,18 @@ log.interval.ms = 0
 """
 
 
+def counts_store(changelog: str) -> str:
+    """The TOML of the store "counts" (string keys, long values) the state tests' tasks count in,
+    changelogged to ``changelog`` (system.stream)."""
+    return f"""
+[stores.counts]
+factory = "lmdb"
+changelog = "{changelog}"
+key.serde = "string"
+msg.serde = "long"
+"""
+
+
 def records(record_dir: Path, kinds: str = "P") -> list[tuple[str, int, int]]:
     """(kind, a, b) lines of every record file in ``record_dir`` (all runs)."""
     out = []

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
-from kafka_util import create_topic, job_toml, write_config
+from kafka_util import counts_store, create_topic, job_toml, write_config
 
 from samzamp.config import load_config, validate
 from samzamp.coordinator.job_model import JobModel
@@ -85,13 +85,7 @@ def test_tasks_moved_out_and_back_in_while_input_flows(broker, unique, tmp_path:
     rec.mkdir()
     locks = tmp_path / "locks"
     locks.mkdir()
-    extra = f"""
-[stores.counts]
-factory = "lmdb"
-changelog = "kafka.counts-log-{unique}"
-key.serde = "string"
-msg.serde = "long"
-"""
+    extra = counts_store(f"kafka.counts-log-{unique}")
     top = f'"job.logged.store.base.dir" = "{tmp_path / "state"}"\n"test.lock.dir" = "{locks}"'
     cfg = write_config(
         tmp_path / "job.toml", job_toml(f"dyn-{unique}", "recording_tasks:TenureTask", topic, rec, extra, top)

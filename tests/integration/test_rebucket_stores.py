@@ -26,6 +26,7 @@ from kafka_util import (
     ROOT,
     Container,
     child_env,
+    counts_store,
     create_topic,
     job_toml,
     read_checkpoint_records,
@@ -176,13 +177,7 @@ def test_a_stateful_job_changes_its_factor_with_every_count_exact(broker: Any, u
     create_topic(bootstrap, changelog, 8)
     rec, state = tmp_path / "rec", tmp_path / "state"
     rec.mkdir()
-    extra = f"""
-[stores.counts]
-factory = "lmdb"
-changelog = "kafka.{changelog}"
-key.serde = "string"
-msg.serde = "long"
-"""
+    extra = counts_store(f"kafka.{changelog}")
     top = f'"job.logged.store.base.dir" = "{state}"\n"job.elasticity.factor" = 2'
     cfg = write_config(
         tmp_path / "job.toml", job_toml(f"rb-{unique}", "recording_tasks:KeyCountTask", topic, rec, extra, top)

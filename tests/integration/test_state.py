@@ -17,6 +17,7 @@ import pytest
 from kafka_util import (
     Container,
     count_lines,
+    counts_store,
     job_toml,
     produce,
     read_checkpoint_records,
@@ -41,13 +42,7 @@ def _store_toml(tmp_path: Path, unique: str, topic: str, task: str) -> tuple[Pat
     rec = tmp_path / "rec"
     rec.mkdir(exist_ok=True)
     state = tmp_path / "state"
-    extra = f"""
-[stores.counts]
-factory = "lmdb"
-changelog = "kafka.counts-log-{unique}"
-key.serde = "string"
-msg.serde = "long"
-"""
+    extra = counts_store(f"kafka.counts-log-{unique}")
     top = f'"job.logged.store.base.dir" = "{state}"'
     cfg = write_config(
         tmp_path / "job.toml", job_toml(f"state-{unique}", f"recording_tasks:{task}", topic, rec, extra, top)
@@ -299,18 +294,15 @@ def test_a_changelog_that_cannot_be_written_fails_the_commit_even_with_producer_
     rec.mkdir()
     state = tmp_path / "state"
     with EmbeddedBroker(die_with_parent=True) as changelog_broker:
-        extra = f"""
-[stores.counts]
-factory = "lmdb"
-changelog = "changelogs.counts-log-{unique}"
-key.serde = "string"
-msg.serde = "long"
-
+        extra = (
+            counts_store(f"changelogs.counts-log-{unique}")
+            + f"""
 [systems.changelogs]
 samza.factory = "kafka"
 bootstrap.servers = "{changelog_broker.bootstrap_servers}"
 producer.message.timeout.ms = 2000
 """
+        )
         top = f'"job.logged.store.base.dir" = "{state}"\n"task.drop.producer.errors" = true'
         cfg = write_config(
             tmp_path / "job.toml", job_toml(job, "recording_tasks:StoreCountTask", topic, rec, extra, top)

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from kafka_util import (
     Container,
+    counts_store,
     job_toml,
     produce,
     read_checkpoints,
@@ -134,18 +135,15 @@ def test_a_full_disk_stops_the_container_with_one_line_and_a_restart_with_space_
     rec.mkdir()
     state = tmp_path / "state"
     state.mkdir()
-    extra = f"""
-[stores.counts]
-factory = "lmdb"
-changelog = "kafka.counts-log-{unique}"
-key.serde = "string"
-msg.serde = "long"
-
+    extra = (
+        counts_store(f"kafka.counts-log-{unique}")
+        + """
 [stores.pad]
 factory = "lmdb"
 key.serde = "string"
 msg.serde = "string"
 """
+    )
     top = (
         f'"job.logged.store.base.dir" = "{state}"\n"job.non-logged.store.base.dir" = "{state}"\n"test.pad.bytes" = 200'
     )

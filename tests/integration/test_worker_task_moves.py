@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kafka_util import create_topic, job_toml, wait_until, write_config
+from kafka_util import counts_store, create_topic, job_toml, wait_until, write_config
 
 from samzamp.api.envelope import SystemStreamPartition
 from samzamp.api.errors import WorkerError
@@ -99,13 +99,7 @@ def test_a_task_moved_between_workers_finds_its_store_where_it_lands(
 ) -> None:
     changelog = f"counts-log-{unique}"
     create_topic(broker.bootstrap_servers, changelog, 1)
-    store = f"""
-[stores.counts]
-factory = "lmdb"
-changelog = "kafka.{changelog}"
-key.serde = "string"
-msg.serde = "long"
-"""
+    store = counts_store(f"kafka.{changelog}")
     config = _config(tmp_path, broker, unique, "StoreCountTask", store)
     ssp = SystemStreamPartition("kafka", f"in-{unique}", 0)
     local = store_dir(tmp_path / "state", "counts", TASK)
