@@ -136,6 +136,12 @@ class Container:
             if log:
                 out.close()  # the child has its own copy
 
+    def wait_started(self, timeout: float = 120) -> None:
+        """Until its tasks started (it logged their starting offsets): from then on SIGTERM stops it
+        cleanly; before its signal handlers are installed, SIGTERM kills it. Needs ``log``."""
+        assert self.log is not None, "wait_started reads the container's log: give it one"
+        wait_until(lambda: "starting offsets" in self.log_text(), timeout, "the container to start its tasks", self)
+
     def kill(self) -> None:
         self.proc.send_signal(signal.SIGKILL)
         self.proc.wait(timeout=30)

@@ -133,6 +133,7 @@ def test_sigkill_loop_loses_nothing_and_checkpoints_never_go_back(broker, unique
         c.kill()
         assert c.proc.wait(timeout=30) == -signal.SIGKILL
     c = Container(cfg, broker.bootstrap_servers, *overrides, log=tmp_path / "run-last.log")
+    c.wait_started()  # the killed runs may have seen everything already: SIGTERM must find it running
 
     def everything_seen() -> bool:
         return {(int(r[0]), int(r[2])) for rows in task_records(rec).values() for r in rows} >= {
