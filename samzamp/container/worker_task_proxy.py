@@ -30,7 +30,6 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from collections.abc import Callable
-from itertools import repeat
 from typing import Any
 
 from samzamp.api.envelope import SystemStreamPartition
@@ -76,8 +75,12 @@ class WorkerTaskProxy(TaskBase):
         self._index = -1  # the task's index in its worker, once started
         self._ssp_index: dict[SystemStreamPartition, int] = {}  # as the worker names them: the model's order
         self._batch_size = batch_size
-        self._batch: list[tuple[int, RawMessage]] = []
-        self._in_flight: deque[tuple[SystemStreamPartition, RawMessage]] = deque()
+        # The batch not sent yet, in runs of one SSP's messages as the Process frame carries them.
+        self._batch: list[tuple[int, list[RawMessage]]] = []
+        self._batch_len = 0
+        # Everything in flight (sent or in the batch), in order, as runs: [ssp, messages, first not
+        # done]. A report of n done moves through whole runs rather than message by message.
+        self._in_flight: deque[list[Any]] = deque()
         self._epoch = 0
         self._yielding_epoch = -1  # the epoch the worker was asked to yield
         self._on_ready = on_ready
@@ -107,7 +110,7 @@ class WorkerTaskProxy(TaskBase):
         """Give the task up in its worker: its close() runs there, then its stores close and their
         locks are released, so that the task can start elsewhere. Nothing of it may be in flight:
         the loop finished its work and its final commit before."""
-        if self.state.messages_in_flight or self._batch:
+        if self.state.messages_in_flight or self._batch_len:
             raise SystemFailureError(
                 f"task {self.name!r}: stopped with {self.state.messages_in_flight} messages in flight in its worker"
             )
@@ -136,23 +139,25 @@ class WorkerTaskProxy(TaskBase):
         self._dispatch_run(ssp, [raw])
 
     def _dispatch_run(self, ssp: SystemStreamPartition, run: list[RawMessage]) -> None:
+        # ``run`` is shared by the batch and the in-flight runs from here on: never changed again.
         n = len(run)
         st = self.state
         st.messages_in_flight += n
         self.m_process_calls.count += n
-        self._in_flight.extend(zip(repeat(ssp), run))
-        batch = self._batch
-        if not batch:
+        self._in_flight.append([ssp, run, 0])
+        if not self._batch_len:
             self._on_dirty(self.flush)
-        batch.extend(zip(repeat(self._ssp_index[ssp]), run))
-        if len(batch) >= self._batch_size or len(batch) * 2 >= st.max_concurrency:
+        self._batch.append((self._ssp_index[ssp], run))
+        size = self._batch_len = self._batch_len + n
+        if size >= self._batch_size or size * 2 >= st.max_concurrency:
             self.flush()
 
     def flush(self) -> None:
         """Send the batch collected so far (the loop calls this at the end of each slice)."""
-        if self._batch:
+        if self._batch_len:
             frame = f.encode(f.Process(self._index, self._epoch, self._batch))
             self._batch = []
+            self._batch_len = 0
             self._pool.send(self.worker, frame)
 
     def _on_frame(self, frame: Any) -> None:
@@ -190,18 +195,20 @@ class WorkerTaskProxy(TaskBase):
                 fut.set_result(frame)
 
     def _processed(self, frame: f.Processed) -> None:
-        n = frame.count
+        n = left = frame.count
         in_flight = self._in_flight
         last = self.last_processed
-        if len(self._ssp_index) == 1 and n:  # one SSP (the usual task): only the newest offset counts
-            for _ in range(n - 1):
-                in_flight.popleft()
-            ssp, raw = in_flight.popleft()
-            last[ssp] = raw[0]
-        else:
-            for _ in range(n):
-                ssp, raw = in_flight.popleft()
-                last[ssp] = raw[0]
+        while left:
+            run = in_flight[0]
+            ssp, messages, first = run
+            rest = len(messages) - first
+            if left < rest:
+                run[2] = first + left
+                last[ssp] = messages[first + left - 1][0]
+                break
+            in_flight.popleft()
+            last[ssp] = messages[-1][0]
+            left -= rest
         self.state.messages_in_flight -= n
         self.count_processed(n, frame.busy_ns, frame.max_ns)
         if n:
@@ -223,9 +230,10 @@ class WorkerTaskProxy(TaskBase):
     def _take_back(self) -> None:
         """The worker skips the rest of this epoch: everything still in flight (sent or not) goes back
         to the front of the queue, in order, to be sent again under the next epoch."""
-        self._give_back(list(self._in_flight))
+        self._give_back([(ssp, m) for ssp, messages, first in self._in_flight for m in messages[first:]])
         self._in_flight.clear()
         self._batch = []
+        self._batch_len = 0
         self._epoch += 1
 
     def _give_back(self, messages: list[tuple[SystemStreamPartition, RawMessage]]) -> None:
@@ -238,12 +246,12 @@ class WorkerTaskProxy(TaskBase):
         """A window, commit or shutdown of this task is due and waits for its messages in flight: keep
         back what was not sent yet, and ask the worker to stop at its next report and yield the rest
         (``Yielded`` takes it back). Once per epoch."""
-        unsent = len(self._batch)
-        if unsent:
+        if self._batch_len:
+            # The batch's runs are the last in flight, and whole: none was reported done yet.
+            kept = [self._in_flight.pop() for _ in self._batch]
             self._batch = []
-            kept = [self._in_flight.pop() for _ in range(unsent)]
-            kept.reverse()
-            self._give_back(kept)
+            self._batch_len = 0
+            self._give_back([(ssp, m) for ssp, messages, _ in reversed(kept) for m in messages])
         if self.state.messages_in_flight and self._yielding_epoch != self._epoch:
             self._yielding_epoch = self._epoch
             self._pool.send(self.worker, f.encode(f.Yield(self._index, self._epoch)))

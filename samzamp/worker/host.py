@@ -27,8 +27,6 @@ import sys
 import time
 from collections import deque
 from collections.abc import Callable
-from itertools import groupby
-from operator import itemgetter
 from typing import TYPE_CHECKING, NoReturn
 
 import msgspec
@@ -56,9 +54,6 @@ __all__ = ["main"]
 log = logging.getLogger("samzamp.worker")
 
 EXIT_PARENT_GONE = 3
-
-_ssp_index = itemgetter(0)  # of a Process frame's (ssp index, raw message)
-_raw = itemgetter(1)
 
 
 def _die_with_parent(parent_pid: int) -> None:
@@ -292,10 +287,10 @@ class Worker:
         if frame.epoch <= wt.skip_epoch:
             return
         rt = wt.runtime
-        left = len(frame.messages)
+        left = sum(len(run) for _, run in frame.runs)
         check_ns = f.REPORT_EVERY_NS - self._unreported_ns
-        for index, run in groupby(frame.messages, _ssp_index):  # runs of one SSP's messages
-            next_raw = map(_raw, run).__next__
+        for index, run in frame.runs:
+            next_raw = iter(run).__next__
             while True:
                 try:
                     outcome = rt.process_run(index, next_raw, left, check_ns)

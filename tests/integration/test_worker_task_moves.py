@@ -50,8 +50,8 @@ class TaskFrames:
 
 async def _process(pool: WorkerPool, worker: int, index: int, frames: TaskFrames, first: int, n: int) -> None:
     """Messages m<first>.. m<first + n - 1> at those offsets, one batch; returns once all are done."""
-    messages = [(0, (o, None, f"m{o}".encode(), 0)) for o in range(first, first + n)]
-    pool.send(worker, f.encode(f.Process(index, 0, messages)))
+    messages = [(o, None, f"m{o}".encode(), 0) for o in range(first, first + n)]
+    pool.send(worker, f.encode(f.Process(index, 0, [(0, messages)])))
     done = 0
     while done < n:
         frame = await frames.next()

@@ -67,7 +67,7 @@ class SteppingWorker:
             fr = self.frames.popleft()
             if isinstance(fr, f.Process):
                 if fr.epoch > self.skip_epoch:
-                    self.current.extend((fr.epoch, raw[0]) for _, raw in fr.messages)
+                    self.current.extend((fr.epoch, raw[0]) for _, run in fr.runs for raw in run)
             elif isinstance(fr, f.Window):
                 self.ran.append("W")
                 self.handler(f.WindowDone(0, 1000, False, False, False, False))

@@ -55,7 +55,7 @@ class ScriptedWorker:
                 if frame.epoch <= self.skip_epoch:
                     continue
                 done = 0
-                for done, (_, raw) in enumerate(frame.messages, 1):  # noqa: B007 - read after the loop
+                for done, raw in enumerate((m for _, run in frame.runs for m in run), 1):  # noqa: B007 - read after the loop
                     self.ran.append(raw[0])
                     if raw[0] in self.requests:
                         self.requests.discard(raw[0])

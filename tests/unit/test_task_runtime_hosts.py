@@ -293,7 +293,7 @@ class WorkerHost:
     def process(self, values: list[bytes]) -> None:
         raws = _raws(values)
         while raws and not self.failures:
-            frame = f.Process(0, self.epoch, [(0, raw) for raw in raws])
+            frame = f.Process(0, self.epoch, [(0, list(raws))])
             frames = self._handle(lambda frame=frame: self.w._process(frame))  # type: ignore[misc]
             done = sum(fr.count for fr in frames if isinstance(fr, f.Processed))
             self.taken += done

@@ -53,19 +53,20 @@ def _process_by_script(w: Worker, request_at: int | None = None) -> None:
     """Stand-in for running a task: each message takes 1 ms; the one at ``request_at`` asks for a commit."""
 
     def process(frame: f.Process) -> None:
-        for done, (_, raw) in enumerate(frame.messages, 1):
+        messages = [raw for _, run in frame.runs for raw in run]
+        for done, raw in enumerate(messages, 1):
             if raw[0] == request_at:
                 w._report_processed(frame.task, frame.epoch, done, done * 1_000_000, 1_000_000)
                 w._reply(f.Requested(frame.task, frame.epoch, True, False, False, False))
                 return
-        n = len(frame.messages)
+        n = len(messages)
         w._report_processed(frame.task, frame.epoch, n, n * 1_000_000, 1_000_000)
 
     w._process = process  # type: ignore[method-assign]
 
 
 def _batch(task: int, first: int, n: int) -> f.Process:
-    return f.Process(task, 0, [(0, (o, None, b"x", 0)) for o in range(first, first + n)])
+    return f.Process(task, 0, [(0, [(o, None, b"x", 0) for o in range(first, first + n)])])
 
 
 def test_completions_of_several_batches_go_out_as_one_report_per_task() -> None:

@@ -125,7 +125,7 @@ def _serve(state: Path, script: list[Step]) -> list[Any]:
 
 
 def _batch(t: int, epoch: int, offsets: range) -> f.Process:
-    return f.Process(t, epoch, [(0, (o, None, b"x", 0)) for o in offsets])
+    return f.Process(t, epoch, [(0, [(o, None, b"x", 0) for o in offsets])])
 
 
 def _lock_is_free(state: Path, task: str) -> bool:

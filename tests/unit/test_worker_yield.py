@@ -80,7 +80,7 @@ def _serve(task: SleepingTask, waits: list[list[Any]], arrivals: dict[int, list[
 
 
 def _batch(epoch: int, first: int, n: int) -> f.Process:
-    return f.Process(0, epoch, [(0, (o, None, b"x", 0)) for o in range(first, first + n)])
+    return f.Process(0, epoch, [(0, [(o, None, b"x", 0) for o in range(first, first + n)])])
 
 
 def test_a_yield_read_inside_a_batch_stops_it_after_the_message_in_progress() -> None:

@@ -127,12 +127,13 @@ class RemoveTask(_Frame):
 
 
 class Process(_Frame):
-    """Messages of one task, in order. ``epoch`` changes each time the loop takes back messages the
-    worker was told to skip (after a commit or shutdown request)."""
+    """Messages of one task, in order, in runs of one SSP's messages: (ssp index, its messages).
+    ``epoch`` changes each time the loop takes back messages the worker was told to skip (after a
+    commit or shutdown request)."""
 
     task: int
     epoch: int
-    messages: list[tuple[int, RawTuple]]  # (ssp index, raw message)
+    runs: list[tuple[int, list[RawTuple]]]
 
 
 class Yield(_Frame):
