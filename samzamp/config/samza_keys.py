@@ -58,20 +58,15 @@ SAMZA_KEYS: tuple[SamzaKey, ...] = (
     # job
     SamzaKey("job.factory.class", "how Samza deploys the job (YARN, a process, a thread)", _NO_CLUSTER),
     SamzaKey(
-        "job.coordinator.zk.*",
-        "ZooKeeper coordination (standalone mode)",
-        "standalone mode is not available yet; job.coordinator.factory is passthrough",
+        "job.coordinator.zk.enable-startup-with-active-job-model",
+        "starting a processor on the last agreed job model without waiting for a new one",
+        "a samzamp processor always waits for the leader's new job model",
+        harmless=_off(False),
     ),
     SamzaKey(
         "job.coordinator.monitor-*",
         "watching the inputs for new partitions or streams",
         "samzamp reads partition counts at start; restart the container after adding partitions",
-    ),
-    SamzaKey(
-        "job.host-affinity.enabled",
-        "placing containers on the hosts that hold their state",
-        "samzamp runs where you start it; its stores stay under job.logged.store.base.dir",
-        harmless=_off(False),
     ),
     SamzaKey(
         "job.container.single.thread.mode",
@@ -121,6 +116,8 @@ SAMZA_KEYS: tuple[SamzaKey, ...] = (
     ),
     SamzaKey("job.autosizing.*", "sizing containers on YARN", _NO_CLUSTER),
     SamzaKey("job.diagnostics.*", "the diagnostics stream", "samzamp writes none; see its metrics log"),
+    # Except yarn.samza.host-affinity.enabled, the legacy name of job.host-affinity.enabled, which
+    # samzamp reads (samzamp.config.keys: a key samzamp reads is checked before these).
     SamzaKey("yarn.*", "running the job on YARN", _NO_CLUSTER),
     SamzaKey("cluster-manager.*", "the cluster manager that places containers", _NO_CLUSTER),
     # task

@@ -15,12 +15,14 @@ from samzamp.api.errors import ConfigError
 from samzamp.config.config import Config
 from samzamp.config.keys import ConfigWarning
 from samzamp.config.samza_keys import GLOBAL_STORE_KEYS
+from samzamp.config.standalone import ZkSettings, standalone_warnings, zk_settings
 
 __all__ = [
     "JobSettings",
     "StreamSettings",
     "SystemSettings",
     "TaskSettings",
+    "ZkSettings",
     "checkpoint_topic_name",
     "coordinator_stream_name",
 ]
@@ -150,6 +152,7 @@ class JobSettings:
     run_id: str | None = None  # app.run.id: None means generated (or continued) at start
     drain_monitor_enabled: bool = True
     drain_monitor_poll_ms: int = 10000
+    zk: ZkSettings | None = None  # standalone mode (job.coordinator.factory = zk); None: passthrough
     warnings: tuple[ConfigWarning, ...] = ()  # accepted keys worth a word, logged once at start
 
     @property
@@ -195,10 +198,12 @@ class JobSettings:
                         f"worker processes (>= 2) need systems they can reach themselves; system {s_name!r} is "
                         "in-memory (use 0 or 1, or a kafka system)",
                     )
-        if config.get_str("job.coordinator.factory", "passthrough") == "zk":
-            raise ConfigError("job.coordinator.factory", "zk (standalone mode) is not available yet; use passthrough")
-        if config.get_int("job.container.count", 1) != 1:
-            raise ConfigError("job.container.count", "one container per job until standalone mode; use 1")
+        zk = zk_settings(config)
+        if zk is None and config.get_int("job.container.count", 1) != 1:
+            raise ConfigError(
+                "job.container.count",
+                'a passthrough job is one container; use 1, or job.coordinator.factory = "zk" for several processors',
+            )
         if config.get_bool("task.async.commit", False):
             raise ConfigError("task.async.commit", "asynchronous commit is not supported; set it to false")
 
@@ -270,6 +275,8 @@ class JobSettings:
             run_id=config.get_str("app.run.id") or None,
             drain_monitor_enabled=config.get_bool("job.drain-monitor.enabled", True),
             drain_monitor_poll_ms=config.get_int("job.drain-monitor.poll.interval.ms", 10000),
+            zk=zk,
+            warnings=tuple(standalone_warnings(config)),
         )
 
     def stream(self, system_stream: SystemStream) -> StreamSettings:

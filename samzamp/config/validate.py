@@ -34,7 +34,8 @@ def validate(config: Config) -> JobSettings:
     Keys that are accepted but worth a word are in ``settings.warnings`` (the container logs them).
     """
     warnings = check_keys(config)
-    settings = dataclasses.replace(JobSettings.from_config(config), warnings=tuple(warnings))
+    settings = JobSettings.from_config(config)
+    settings = dataclasses.replace(settings, warnings=(*warnings, *settings.warnings))
     serdes = SerdeRegistry(settings.serializers)
     for key in config:
         spec = spec_for(key)  # a task's own key that happens to end in .serde is not a serde
