@@ -159,7 +159,7 @@ def ensure_root(client: KazooClient, keys: ZkKeys) -> None:
         if data:
             raise ZkProtocolError(keys.root, data.decode("utf-8", "replace"), PROTOCOL_VERSION)
         try:
-            client.set_data(keys.root, expected, version=stat.version)
+            client.set(keys.root, expected, version=stat.version)
             return
         except (BadVersionError, NoNodeError):
             continue  # another process wrote it first: check what it wrote

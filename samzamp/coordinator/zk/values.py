@@ -133,7 +133,7 @@ def _write_inline(client: KazooClient, path: str, value: bytes) -> None:
     try:
         client.create(path, data, makepath=True)
     except NodeExistsError:
-        client.set_data(path, data)
+        client.set(path, data)
 
 
 def _write_segmented(client: KazooClient, path: str, value: bytes) -> bool:
