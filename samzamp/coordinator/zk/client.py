@@ -15,10 +15,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-import warnings
 
 from kazoo.client import KazooClient
-from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.retry import KazooRetry
 
 from samzamp.api.errors import ConfigError, SystemFailureError
@@ -30,6 +28,7 @@ log = logging.getLogger(__name__)
 CONNECT_KEY = "job.coordinator.zk.connect"
 CONNECTION_TIMEOUT_KEY = "job.coordinator.zk.connection.timeout.ms"
 REPEAT_WINDOW_S = 60.0
+CLOSE_GRACE_S = 0.5
 
 
 def split_chroot(connect_string: str) -> tuple[str, str]:
@@ -73,8 +72,9 @@ def connect(connect_string: str, session_timeout_ms: int, connection_timeout_ms:
     """A started ``KazooClient`` connected to ``connect_string`` (job.coordinator.zk.connect).
 
     Raises ``SystemFailureError`` naming the key and the address when no server answers within
-    ``connection_timeout_ms`` (the client is stopped and closed first, so no thread of it lingers),
-    or when the connect string's chroot does not exist; ``ConfigError`` when it names no host.
+    ``connection_timeout_ms`` (the client is stopped and closed, by a daemon thread that outlives the
+    call only while an attempt waits on a server that accepted but does not answer, at most a session
+    timeout), or when the connect string's chroot does not exist; ``ConfigError`` when it names no host.
     """
     hosts, chroot = split_chroot(connect_string)
     if not hosts.strip():
@@ -87,20 +87,17 @@ def connect(connect_string: str, session_timeout_ms: int, connection_timeout_ms:
         connection_retry=KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_jitter=0.1, max_delay=1.0),
         logger=_quiet_kazoo(),
     )
-    try:
-        with warnings.catch_warnings():
-            # kazoo warns of a missing chroot; it is checked (and named) below instead.
-            warnings.simplefilter("ignore", UserWarning)
-            client.start(timeout=connection_timeout_ms / 1000.0)
-    except KazooTimeoutError:
-        # start() stopped and closed the client before raising.
+    # Not start(timeout): on a time-out it stops the client before raising, and stop() waits for a
+    # connection attempt to give up, which against a server that accepts but never answers (a
+    # stopped process) takes a whole session timeout.
+    connected = client.start_async()
+    connected.wait(timeout=connection_timeout_ms / 1000.0)
+    if not client.connected:
+        _close_soon(client)
         raise SystemFailureError(
             f"{CONNECT_KEY}: no ZooKeeper answered at {connect_string} within {connection_timeout_ms} ms "
             f"({CONNECTION_TIMEOUT_KEY}): start it (samzamp-zookeeper runs one on this machine) or fix the address"
-        ) from None
-    except BaseException:
-        _close(client)
-        raise
+        )
     if chroot:
         try:
             missing = client.exists("/") is None
@@ -120,3 +117,19 @@ def connect(connect_string: str, session_timeout_ms: int, connection_timeout_ms:
 def _close(client: KazooClient) -> None:
     client.stop()
     client.close()
+
+
+def _close_quietly(client: KazooClient) -> None:
+    try:
+        _close(client)
+    except Exception:
+        log.debug("closing an unconnected ZooKeeper client", exc_info=True)
+
+
+def _close_soon(client: KazooClient) -> None:
+    """Stop and close ``client``, waiting at most CLOSE_GRACE_S: an attempt blocked on a server that
+    does not answer ends only at its socket time-out (the session timeout); a daemon thread waits
+    for it instead of the caller. Against a refused or unresolvable address it ends at once."""
+    closer = threading.Thread(target=_close_quietly, args=(client,), name="samzamp-zk-close", daemon=True)
+    closer.start()
+    closer.join(CLOSE_GRACE_S)
