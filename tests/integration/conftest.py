@@ -1,4 +1,5 @@
-"""Session fixture: one real embedded broker (Tansu on 127.0.0.1) for every integration test."""
+"""Session fixtures: one real embedded broker (Tansu on 127.0.0.1) and one real ZooKeeper (from
+pyspark's jars, on 127.0.0.1) for every integration test that asks for them."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from collections.abc import Iterator
 import pytest
 from kafka_util import Container
 
+from samzamp.coordinator.zk.server import EmbeddedZooKeeper
 from samzamp.systems.kafka import EmbeddedBroker
 
 _names = itertools.count()
@@ -20,6 +22,16 @@ def broker() -> Iterator[EmbeddedBroker]:
         yield b
     finally:
         b.stop()
+
+
+@pytest.fixture(scope="session")
+def zookeeper() -> Iterator[EmbeddedZooKeeper]:
+    """Its tick is 500 ms: sessions of 1 s and more are honoured (see samzamp.coordinator.zk.server)."""
+    z = EmbeddedZooKeeper(die_with_parent=True).start()
+    try:
+        yield z
+    finally:
+        z.stop()
 
 
 @pytest.fixture
