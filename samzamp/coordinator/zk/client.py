@@ -28,7 +28,7 @@ log = logging.getLogger(__name__)
 CONNECT_KEY = "job.coordinator.zk.connect"
 CONNECTION_TIMEOUT_KEY = "job.coordinator.zk.connection.timeout.ms"
 REPEAT_WINDOW_S = 60.0
-CLOSE_GRACE_S = 0.5
+CLOSE_GRACE_S = 1.0
 
 
 def split_chroot(connect_string: str) -> tuple[str, str]:
