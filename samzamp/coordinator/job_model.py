@@ -15,7 +15,7 @@ from samzamp.api.envelope import SystemStreamPartition
 from samzamp.coordinator.grouper import expand, group, task_order
 from samzamp.coordinator.task_history import TaskHistory, assign_changelog_partitions
 
-__all__ = ["JobModel", "TaskModel", "job_model"]
+__all__ = ["ContainerModel", "JobModel", "TaskModel", "job_model"]
 
 
 class TaskModel(msgspec.Struct, frozen=True):
@@ -31,17 +31,36 @@ class TaskModel(msgspec.Struct, frozen=True):
     markers: dict[str, str] = {}
 
 
+class ContainerModel(msgspec.Struct, frozen=True):
+    """The tasks one processor of a standalone job runs (Samza's ContainerModel), and where it runs."""
+
+    processor_id: str
+    location_id: str
+    tasks: tuple[str, ...]
+
+
 class JobModel(msgspec.Struct, frozen=True):
     """The tasks of a job, by name. ``generation`` grows with each model a coordinator publishes,
-    so a container can tell a newer model from an older one."""
+    so a container can tell a newer model from an older one. ``containers``: which processor runs
+    which tasks, by processor id (standalone mode; empty when one processor runs them all)."""
 
     generation: int
     tasks: dict[str, TaskModel]
+    containers: dict[str, ContainerModel] = {}
 
     def only(self, names: Iterable[str], generation: int) -> JobModel:
-        """This model with only the tasks named, as generation ``generation``."""
+        """This model with only the tasks named, as generation ``generation`` (no containers)."""
         keep = set(names)
         return JobModel(generation, {n: t for n, t in self.tasks.items() if n in keep})
+
+    def of_processor(self, processor_id: str, generation: int) -> JobModel:
+        """What processor ``processor_id`` runs (nothing when the model has no container for it)."""
+        container = self.containers.get(processor_id)
+        return self.only(container.tasks if container is not None else (), generation)
+
+    def owners(self) -> dict[str, str]:
+        """Task name -> the processor id that runs it."""
+        return {task: pid for pid, c in self.containers.items() for task in c.tasks}
 
 
 def job_model(

@@ -41,6 +41,7 @@ from samzamp.drain.monitor import DrainMonitor
 from samzamp.drain.notification import DRAIN_NAMESPACE, cleanup
 from samzamp.gc_freeze import freeze_start_up
 from samzamp.metrics.registry import MetricsRegistry
+from samzamp.processor.standalone import Standalone
 from samzamp.systems.inmemory.system import InMemoryStreams
 
 __all__ = ["StreamProcessor"]
@@ -70,6 +71,7 @@ class StreamProcessor:
         self.metadata: CoordinatorStreamStore | None = None
         self.run_record: RunRecord | None = None
         self.drain_monitor: DrainMonitor | None = None
+        self.standalone: Standalone | None = None  # this processor's membership of a standalone job
         self.drained = False  # the run ended with a drain
         self._freeze_gc = freeze_gc_after_start
         self._unconfigured_sends_to = unconfigured_sends_to
@@ -89,7 +91,7 @@ class StreamProcessor:
         """Stop: a running container finishes its in-flight work and commits; during start-up,
         start-up is abandoned (``run`` returns without a final commit: nothing was processed)."""
         self._stop_requested = True
-        if self.container is not None and self.container.tasks:
+        if self.container is not None and (self.container.tasks or self.standalone is not None):
             self.container.run_loop.request_shutdown()
         elif self._main is not None:
             self._main.cancel()
@@ -163,12 +165,14 @@ class StreamProcessor:
             await asyncio.to_thread(checkpoints.create_topic)
             metadata = await self._start_run()
             coordinator = PassthroughJobCoordinator(st, systems.admins, metadata)
-            model, history = await asyncio.to_thread(coordinator.job_model)
-            # A change of job.elasticity.factor the checkpoints cannot follow stops here, before a
-            # changelog is created for the new tasks or their partitions are recorded.
-            await asyncio.to_thread(self._check_factor, model, checkpoints)
-            await asyncio.to_thread(systems.create_changelogs, model, history)
-            await asyncio.to_thread(coordinator.record, history)  # before a task writes to its changelog partition
+            model = JobModel(0, {})
+            if st.zk is None:
+                model, history = await asyncio.to_thread(coordinator.job_model)
+                # A change of job.elasticity.factor the checkpoints cannot follow stops here, before a
+                # changelog is created for the new tasks or their partitions are recorded.
+                await asyncio.to_thread(self._check_factor, model, checkpoints)
+                await asyncio.to_thread(systems.create_changelogs, model, history)
+                await asyncio.to_thread(coordinator.record, history)  # before a task writes to its changelog partition
             if self.pool is not None:
                 await self.pool.start(systems.worker_config())
                 self.pool.time_calls(st.task.callback_timeout_ms, "task.callback.timeout.ms")
@@ -182,7 +186,18 @@ class StreamProcessor:
                 pool=self.pool,
                 unconfigured_sends_to=self._unconfigured_sends_to,
             )
-            await container.start(model)
+            if st.zk is None:
+                await container.start(model)
+            else:  # the tasks come with the versions the job's leader publishes
+                self.standalone = Standalone(
+                    st,
+                    systems,
+                    coordinator,
+                    container,
+                    lambda m: self._check_factor(m, checkpoints),
+                    self.metrics,
+                )
+                await self.standalone.start()
             self.metrics.gauge("SamzaContainerMetrics", "container-startup-time").set(
                 round(time.monotonic() - started, 3)
             )
@@ -199,6 +214,9 @@ class StreamProcessor:
                     reporter.cancel()
                 if self.drain_monitor is not None:
                     self.drain_monitor.stop()
+                if self.standalone is not None:
+                    # Only now, with every task stopped and committed, may their next owners start them.
+                    await self.standalone.stop()
             if self.pool is not None:
                 await self.pool.stop()  # closes every task in its worker
             self.drained = container.run_loop.drain_complete

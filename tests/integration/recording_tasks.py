@@ -450,3 +450,24 @@ class KeyCountTask(StreamTask, InitableTask, _Recorder):
     def process(self, envelope, collector, coordinator) -> None:
         self.counts.put(envelope.key, (self.counts.get(envelope.key) or 0) + 1)
         self.record(f"P {envelope.system_stream_partition.partition} {envelope.offset}")
+
+
+class OwnershipTask(StreamTask, InitableTask, _Recorder):
+    """Evidence of who processed what when, written by the task itself: ``O <processor.id> <partition>
+    <offset> <start ns> <end ns>`` for every message, the times on CLOCK_MONOTONIC (one clock for every
+    process of the machine), so that two processors running one task at once can be seen.
+    test.busy.us: CPU time each message takes."""
+
+    def init(self, context) -> None:
+        self._open(context)
+        self._processor = context.config.get("processor.id", "-")
+        self._busy_s = int(context.config.get("test.busy.us", 0)) / 1e6
+
+    def process(self, envelope, collector, coordinator) -> None:
+        started = time.monotonic_ns()
+        if self._busy_s:
+            until = time.perf_counter() + self._busy_s
+            while time.perf_counter() < until:
+                pass
+        partition = envelope.system_stream_partition.partition
+        self.record(f"O {self._processor} {partition} {envelope.offset} {started} {time.monotonic_ns()}")

@@ -1,0 +1,408 @@
+"""The job coordinator of a standalone job (Samza's ZkJobCoordinator): ZooKeeper decides which
+processor runs which tasks, and every processor follows the versions it publishes.
+
+Each processor registers (``registry``); the one with the lowest sequence leads. Every processor
+watches the list of processors, so when the leader goes, the next in line knows at once that it now
+leads (each watches the whole list rather than only its predecessor, as Samza does: the herd a
+change wakes is a handful of processors).
+
+The leader, ``job.debounce.time.ms`` after the last change of the list: reads the processors and
+the task locality, has the processor compute the job model (``Calculate``: tasks from the inputs,
+grouped onto the processors), and publishes it as the next version with its barrier
+(``job_models.publish``), unless it would change nothing. When every processor of the model joined
+the barrier it writes DONE; if ``job.coordinator.zk.consensus.timeout.ms`` passes first, TIMED_OUT,
+and it tries again after the debounce time.
+
+Every processor, on a new version: stops the tasks it gives up (``Listener.release``; in-flight work
+finished, final commit, stores closed), then joins the barrier; on DONE it starts its new tasks
+(``Listener.apply``) and writes the locality of its own tasks (only its own, as SAMZA-2632 says). A
+version superseded before its barrier completed is dropped for the newer one.
+
+Everything runs on the processor's event loop, one event at a time; kazoo's callbacks (its own
+threads) only queue events, and blocking ZooKeeper calls run in a thread. The session: a lost
+(expired) session, or a disconnection longer than the session timeout, fails the processor
+(``Listener.failed``) without a commit, since another processor may own its tasks by then.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
+
+from kazoo.client import KazooClient, KazooState
+from kazoo.exceptions import BadVersionError, NoNodeError
+from kazoo.recipe.watchers import ChildrenWatch, DataWatch
+
+from samzamp.api.errors import SystemFailureError
+from samzamp.config.standalone import ZkSettings
+from samzamp.coordinator.job_model import JobModel
+from samzamp.coordinator.zk import job_models
+from samzamp.coordinator.zk.barrier import BarrierState, complete_if_joined, join, time_out
+from samzamp.coordinator.zk.client import connect
+from samzamp.coordinator.zk.keys import ZkKeys, decode_name, ensure_root
+from samzamp.coordinator.zk.registry import leader_of, read_processors, register
+from samzamp.metrics.registry import MetricsRegistry
+
+__all__ = ["Calculate", "Listener", "ZkJobCoordinator", "ZkSessionError"]
+
+log = logging.getLogger(__name__)
+
+METRICS_GROUP = "ZkJobCoordinatorMetrics"
+
+# processors (id -> location id), the latest published model, task locality (task -> location id)
+Calculate = Callable[[dict[str, str], JobModel | None, dict[str, str]], Awaitable[JobModel]]
+
+
+class Listener(Protocol):
+    """The processor's side: what it does with each version."""
+
+    async def release(self, version: int, model: JobModel) -> None:
+        """Stop every running task that ``model`` (this processor's part of ``version``) does not
+        keep unchanged, finishing its work and committing; before the barrier is joined."""
+
+    async def apply(self, version: int, model: JobModel) -> None:
+        """Run exactly ``model``'s tasks (this processor's part of ``version``): the barrier is DONE."""
+
+    def failed(self, error: BaseException) -> None:
+        """The coordinator cannot go on: stop the processor with ``error``."""
+
+
+class ZkSessionError(SystemFailureError):
+    """The processor's ZooKeeper session expired or stayed disconnected past its timeout."""
+
+
+class ZkJobCoordinator:
+    """One processor's membership of a standalone job. ``start`` registers it; ``stop`` leaves."""
+
+    def __init__(
+        self,
+        settings: ZkSettings,
+        keys: ZkKeys,
+        processor_id: str,
+        location_id: str,
+        calculate: Calculate,
+        listener: Listener,
+        metrics: MetricsRegistry,
+    ) -> None:
+        self._zk = settings
+        self._keys = keys
+        self.processor_id = processor_id
+        self.location_id = location_id
+        self._calculate = calculate
+        self._listener = listener
+        self._client: KazooClient | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._events: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+        self._worker: asyncio.Task[None] | None = None
+        self.node: str | None = None  # this processor's node name (its sequence)
+        self.leader = False
+        self._debounce: asyncio.TimerHandle | None = None
+        self._barrier_timer: asyncio.TimerHandle | None = None
+        self._disconnected: asyncio.TimerHandle | None = None
+        self._published = 0  # the last version this processor published as leader
+        self._seen = 0  # the newest version this processor acted on
+        self._current: JobModel | None = None  # the newest version's model, while its barrier is open
+        self._stopping = False
+        self.m_version = metrics.gauge(METRICS_GROUP, "job-model-version")
+        self.m_rebalances = metrics.counter(METRICS_GROUP, "rebalances")
+        self.m_pause_ms = metrics.gauge(METRICS_GROUP, "last-rebalance-pause-ms")
+        self.m_leader = metrics.gauge(METRICS_GROUP, "is-leader")
+        self._paused_at: float | None = None
+
+    # -- lifetime -------------------------------------------------------------------------------
+    async def start(self) -> None:
+        """Connect, register and watch; the first version arrives through the listener."""
+        self._loop = asyncio.get_running_loop()
+        zk, keys = self._zk, self._keys
+        client: KazooClient = await asyncio.to_thread(
+            connect, zk.connect, zk.session_timeout_ms, zk.connection_timeout_ms
+        )
+        self._client = client
+        try:
+            await asyncio.to_thread(ensure_root, client, keys)
+            self.node = await asyncio.to_thread(
+                register, client, keys, self.processor_id, self.location_id, zk.session_timeout_ms
+            )
+        except BaseException:
+            await asyncio.to_thread(_close, client)
+            raise
+        log.info(
+            "processor %s at location %s registered as %s (job %s-%s)",
+            self.processor_id,
+            self.location_id,
+            keys.processor(self.node),
+            keys.job_name,
+            keys.job_id,
+        )
+        client.add_listener(self._on_session)  # kazoo calls it from its connection thread
+        self._worker = self._loop.create_task(self._serve(), name="samzamp-zk-coordinator")
+        ChildrenWatch(client, keys.processors_dir, self._watch_processors)
+        DataWatch(client, keys.job_model_version, self._watch_version)
+
+    async def stop(self) -> None:
+        """Leave the job: the node goes, so the leader rebalances the tasks this processor stopped."""
+        self._stopping = True
+        for timer in (self._debounce, self._barrier_timer, self._disconnected):
+            if timer is not None:
+                timer.cancel()
+        if self._worker is not None:
+            self._worker.cancel()
+            try:
+                await self._worker
+            except (asyncio.CancelledError, Exception):
+                pass
+        if self._client is not None:
+            await asyncio.to_thread(_close, self._client)
+            self._client = None
+
+    # -- kazoo's threads: queue events ----------------------------------------------------------
+    def _post(self, kind: str, arg: Any = None) -> None:
+        if self._loop is not None and not self._stopping:
+            self._loop.call_soon_threadsafe(self._events.put_nowait, (kind, arg))
+
+    def _watch_processors(self, children: list[str]) -> bool:
+        self._post("processors", list(children))
+        return not self._stopping
+
+    def _watch_version(self, data: bytes | None, _stat: Any) -> bool:
+        if data is not None:
+            try:
+                self._post("version", int(data.decode()))
+            except (UnicodeDecodeError, ValueError):
+                self._post("fail", SystemFailureError(f"{self._keys.job_model_version} holds {data[:40]!r}"))
+        return not self._stopping
+
+    def _on_session(self, state: str) -> None:
+        self._post("session", state)
+
+    # -- the loop: one event at a time ----------------------------------------------------------
+    async def _serve(self) -> None:
+        handlers: dict[str, Callable[[Any], Awaitable[None]]] = {
+            "processors": self._on_processors,
+            "regenerate": self._regenerate,
+            "version": self._on_version,
+            "barrier": self._on_barrier,
+            "participants": self._on_participants,
+            "barrier-timeout": self._on_barrier_timeout,
+            "session": self._on_session_state,
+            "fail": self._fail,
+        }
+        while True:
+            kind, arg = await self._events.get()
+            try:
+                await handlers[kind](arg)
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:
+                await self._fail(e)
+                return
+
+    async def _fail(self, error: BaseException) -> None:
+        if not self._stopping:
+            self._stopping = True
+            self._listener.failed(error)
+
+    async def _on_processors(self, children: list[str]) -> None:
+        leading = leader_of(children) == self.node
+        if leading and not self.leader:
+            log.info("processor %s leads the job now (%d processors)", self.processor_id, len(children))
+        self.leader = leading
+        self.m_leader.set(int(leading))
+        if leading:
+            self._schedule_regenerate()
+
+    def _schedule_regenerate(self) -> None:
+        """Regenerate job.debounce.time.ms from now, replacing a regeneration already scheduled."""
+        assert self._loop is not None
+        if self._debounce is not None:
+            self._debounce.cancel()
+        self._debounce = self._loop.call_later(self._zk.debounce_ms / 1000, self._post, "regenerate")
+
+    # -- the leader -----------------------------------------------------------------------------
+    async def _regenerate(self, _: Any) -> None:
+        if not self.leader:
+            return
+        client, keys = self._client_or_fail(), self._keys
+        processors = await asyncio.to_thread(read_processors, client, keys)
+        ids = [d.processor_id for d in processors.values()]
+        if len(set(ids)) != len(ids):
+            log.warning("processor ids registered twice (%s): waiting for the duplicate to leave", sorted(ids))
+            return
+        latest = await asyncio.to_thread(job_models.read_version, client, keys)
+        previous = await asyncio.to_thread(job_models.read_job_model, client, keys, latest) if latest else None
+        locality = await asyncio.to_thread(_read_locality, client, keys)
+        model = await self._calculate({d.processor_id: d.location_id for d in processors.values()}, previous, locality)
+        if previous is not None and latest is not None and _same_assignment(previous, model):
+            state = await asyncio.to_thread(_barrier_state, client, keys, latest)
+            if state in (BarrierState.NEW, BarrierState.DONE):
+                log.info("job model unchanged (version %d holds): nothing to publish", latest)
+                return
+        try:
+            version = await asyncio.to_thread(job_models.publish, client, keys, model, sorted(model.containers))
+        except BadVersionError:
+            log.info("another leader published meanwhile: computing again")
+            self._schedule_regenerate()
+            return
+        self._published = version
+        log.info(
+            "published job model version %d: %s",
+            version,
+            {pid: len(c.tasks) for pid, c in sorted(model.containers.items())},
+        )
+        assert self._loop is not None
+        if self._barrier_timer is not None:
+            self._barrier_timer.cancel()
+        self._barrier_timer = self._loop.call_later(
+            self._zk.consensus_timeout_ms / 1000, self._post, "barrier-timeout", version
+        )
+        ChildrenWatch(client, keys.barrier_participants(version), functools.partial(self._participants, version))
+        await asyncio.to_thread(job_models.cleanup, client, keys, version)
+
+    def _participants(self, version: int, _children: list[str]) -> bool:
+        self._post("participants", version)
+        return not self._stopping and version == self._published
+
+    async def _on_participants(self, version: int) -> None:
+        if version != self._published or not self.leader:
+            return
+        if await asyncio.to_thread(complete_if_joined, self._client_or_fail(), self._keys, version):
+            log.info("barrier of version %d: every processor joined", version)
+            if self._barrier_timer is not None:
+                self._barrier_timer.cancel()
+
+    async def _on_barrier_timeout(self, version: int) -> None:
+        if not self.leader:
+            return
+        if await asyncio.to_thread(time_out, self._client_or_fail(), self._keys, version):
+            log.warning(
+                "barrier of version %d timed out (job.coordinator.zk.consensus.timeout.ms = %d): computing again",
+                version,
+                self._zk.consensus_timeout_ms,
+            )
+            self._schedule_regenerate()
+
+    # -- every processor ------------------------------------------------------------------------
+    async def _on_version(self, version: int) -> None:
+        if version <= self._seen:
+            return
+        client, keys = self._client_or_fail(), self._keys
+        model = await asyncio.to_thread(job_models.read_job_model, client, keys, version)
+        self._seen = version
+        self._current = model
+        mine = model.of_processor(self.processor_id, version)
+        if self._paused_at is None:
+            self._paused_at = time.monotonic()
+        await self._listener.release(version, mine)
+        if not await asyncio.to_thread(join, client, keys, version, self.processor_id):
+            return  # the barrier is gone: a newer version replaced it
+        # A partial, not a lambda with a default: kazoo passes the watcher a third argument when it takes one.
+        DataWatch(client, keys.barrier_state(version), functools.partial(self._barrier_changed, version))
+
+    def _barrier_changed(self, version: int, data: bytes | None, _stat: Any) -> bool:
+        if data is None:
+            return False
+        state = data.decode(errors="replace")
+        if state != BarrierState.NEW:
+            self._post("barrier", (version, state))
+            return False
+        return not self._stopping
+
+    async def _on_barrier(self, arg: tuple[int, str]) -> None:
+        version, state = arg
+        if version != self._seen or self._current is None:
+            return  # superseded
+        if state == BarrierState.TIMED_OUT:
+            log.info("barrier of version %d timed out: waiting for the next version", version)
+            return
+        model, self._current = self._current, None
+        mine = model.of_processor(self.processor_id, version)
+        await self._listener.apply(version, mine)
+        client, keys = self._client_or_fail(), self._keys
+        await asyncio.to_thread(_write_locality, client, keys, list(mine.tasks), self.location_id)
+        if self.leader:
+            await asyncio.to_thread(job_models.set_active_version, client, keys, version)
+        paused_ms = round((time.monotonic() - (self._paused_at or time.monotonic())) * 1000)
+        self._paused_at = None
+        self.m_version.set(version)
+        self.m_rebalances.count += 1
+        self.m_pause_ms.set(paused_ms)
+
+    # -- the session ----------------------------------------------------------------------------
+    async def _on_session_state(self, state: str) -> None:
+        assert self._loop is not None
+        if state == KazooState.LOST:
+            await self._fail(
+                ZkSessionError(
+                    f"processor {self.processor_id}: its ZooKeeper session expired (it was silent longer than "
+                    f"job.coordinator.zk.session.timeout.ms = {self._zk.session_timeout_ms}); its tasks may run "
+                    "elsewhere now, so it stops without committing"
+                )
+            )
+        elif state == KazooState.SUSPENDED:
+            if self._disconnected is None:
+                log.warning("processor %s: disconnected from ZooKeeper", self.processor_id)
+                self._disconnected = self._loop.call_later(
+                    self._zk.session_timeout_ms / 1000,
+                    self._post,
+                    "fail",
+                    ZkSessionError(
+                        f"processor {self.processor_id}: disconnected from ZooKeeper for longer than "
+                        f"job.coordinator.zk.session.timeout.ms = {self._zk.session_timeout_ms}"
+                    ),
+                )
+        elif state == KazooState.CONNECTED and self._disconnected is not None:
+            log.info("processor %s: connected to ZooKeeper again", self.processor_id)
+            self._disconnected.cancel()
+            self._disconnected = None
+
+    def _client_or_fail(self) -> KazooClient:
+        if self._client is None:
+            raise SystemFailureError(f"processor {self.processor_id}: not connected to ZooKeeper")
+        return self._client
+
+
+def _same_assignment(a: JobModel, b: JobModel) -> bool:
+    return a.tasks == b.tasks and a.containers == b.containers
+
+
+def _barrier_state(client: KazooClient, keys: ZkKeys, version: int) -> str | None:
+    try:
+        raw, _ = client.get(keys.barrier_state(version))
+    except NoNodeError:
+        return None
+    return str(raw.decode(errors="replace"))
+
+
+def _read_locality(client: KazooClient, keys: ZkKeys) -> dict[str, str]:
+    out: dict[str, str] = {}
+    try:
+        nodes = client.get_children(keys.task_locality_dir)
+    except NoNodeError:
+        return out
+    for node in nodes:
+        try:
+            raw, _ = client.get(f"{keys.task_locality_dir}/{node}")
+        except NoNodeError:
+            continue
+        out[decode_name(node)] = raw.decode(errors="replace")
+    return out
+
+
+def _write_locality(client: KazooClient, keys: ZkKeys, tasks: list[str], location_id: str) -> None:
+    for task in tasks:
+        path = keys.task_locality(task)
+        try:
+            client.set(path, location_id.encode())
+        except NoNodeError:
+            client.create(path, location_id.encode(), makepath=True)
+
+
+def _close(client: KazooClient) -> None:
+    try:
+        client.stop()
+    finally:
+        client.close()
