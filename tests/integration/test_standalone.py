@@ -1,0 +1,188 @@
+"""Standalone mode end to end: one job over several processors, coordinated by the real ZooKeeper,
+reading the real broker. Each task writes who processed which offset when (``OwnershipTask``)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import msgspec
+from kafka_util import Container, create_topic, wait_until
+from standalone_util import (
+    InputFlow,
+    Processor,
+    ZkView,
+    check_ownership,
+    missing_offsets,
+    moved,
+    ownership_records,
+    standalone_config,
+)
+
+from samzamp.coordinator.zk.keys import ZkKeys, ensure_root
+from samzamp.coordinator.zk.values import write_value
+
+PARTITIONS = 8
+ALL_TASKS = {f"Partition {p}" for p in range(PARTITIONS)}
+
+
+def _owned_once(owners: dict[str, set[str]]) -> None:
+    """Every task is owned by exactly one processor."""
+    listed = [t for ts in owners.values() for t in ts]
+    assert sorted(listed) == sorted(ALL_TASKS), owners
+
+
+def test_scale_out_and_in_moves_only_what_it_must(broker, zookeeper, unique, tmp_path: Path) -> None:
+    bs = broker.bootstrap_servers
+    topic = f"in-{unique}"
+    create_topic(bs, topic, PARTITIONS)
+    job = f"sa-{unique}"
+    cfg, rec = standalone_config(tmp_path, job, topic, zookeeper.connect_string, top="test.busy.us = 200")
+    view = ZkView(zookeeper.connect_string, job)
+    flow = InputFlow(bs, topic, PARTITIONS)
+    try:
+        p1 = Processor(cfg, bs, "p1", "A")
+        _, owners = view.wait_stable([p1])
+        assert owners == {"p1": ALL_TASKS}
+        steps = []
+        p2 = Processor(cfg, bs, "p2", "B")
+        _, after = view.wait_stable([p1, p2])
+        steps.append(("p2 joins", moved(owners, after), 4))
+        owners = after
+        _owned_once(owners)
+        p3 = Processor(cfg, bs, "p3", "C")
+        _, after = view.wait_stable([p1, p2, p3])
+        steps.append(("p3 joins", moved(owners, after), 2))  # 3 + 3 + 2: one from each of p1 and p2
+        assert sorted(len(ts) for ts in after.values()) == [2, 3, 3]
+        owners = after
+        _owned_once(owners)
+        leaving = len(owners["p1"])
+        assert p1.stop() == 0, p1.log_text()[-3000:]
+        _, after = view.wait_stable([p2, p3])
+        steps.append(("p1 leaves", moved(owners, after), leaving))  # only p1's tasks move
+        assert sorted(len(ts) for ts in after.values()) == [4, 4]
+        owners = after
+        _owned_once(owners)
+        leaving = len(owners["p2"])
+        assert p2.stop() == 0, p2.log_text()[-3000:]
+        _, after = view.wait_stable([p3])
+        steps.append(("p2 leaves", moved(owners, after), leaving))
+        assert after == {"p3": ALL_TASKS}
+        assert [(what, n) for what, n, _ in steps] == [(what, n) for what, _, n in steps]
+        written = flow.stop()
+        wait_until(lambda: not missing_offsets(ownership_records(rec), written, PARTITIONS), 120, "every input", p3)
+        assert p3.stop() == 0, p3.log_text()[-3000:]
+    finally:
+        flow.stop()
+        view.close()
+    records = ownership_records(rec)
+    assert not missing_offsets(records, written, PARTITIONS)
+    check_ownership(records)
+    assert {r.processor for r in records} == {"p1", "p2", "p3"}
+
+
+def test_failover_after_sigkill_of_the_leader_then_a_follower(broker, zookeeper, unique, tmp_path: Path) -> None:
+    bs = broker.bootstrap_servers
+    topic = f"in-{unique}"
+    create_topic(bs, topic, PARTITIONS)
+    job = f"fo-{unique}"
+    session_ms, debounce_ms, consensus_ms = 2000, 300, 10000
+    cfg, rec = standalone_config(
+        tmp_path,
+        job,
+        topic,
+        zookeeper.connect_string,
+        session_ms=session_ms,
+        debounce_ms=debounce_ms,
+        consensus_ms=consensus_ms,
+    )
+    view = ZkView(zookeeper.connect_string, job)
+    flow = InputFlow(bs, topic, PARTITIONS)
+    # What a move may take: the session to expire, the debounce, the barrier; and for the survivor
+    # to stop and start its tasks, which is not ZooKeeper's time.
+    bound_s = (session_ms + debounce_ms + consensus_ms) / 1000 + 10
+    try:
+        p1 = Processor(cfg, bs, "p1", "A")
+        view.wait_stable([p1])  # p1 leads: it registered first
+        p2 = Processor(cfg, bs, "p2", "B")
+        p3 = Processor(cfg, bs, "p3", "C")
+        _, owners = view.wait_stable([p1, p2, p3])
+        assert "leads the job now" in p1.log_text()
+        killed = time.monotonic()
+        p1.kill()
+        _, owners = view.wait_stable([p2, p3], timeout=bound_s)
+        assert time.monotonic() - killed < bound_s
+        _owned_once(owners)
+        leader, follower = (p2, p3) if "leads the job now" in p2.log_text() else (p3, p2)
+        assert "leads the job now" in leader.log_text()
+        assert "leads the job now" not in follower.log_text()
+        killed = time.monotonic()
+        follower.kill()
+        _, owners = view.wait_stable([leader], timeout=bound_s)
+        assert time.monotonic() - killed < bound_s
+        assert owners == {leader.pid: ALL_TASKS}
+        written = flow.stop()
+        wait_until(lambda: not missing_offsets(ownership_records(rec), written, PARTITIONS), 120, "every input", leader)
+        assert leader.stop() == 0, leader.log_text()[-3000:]
+    finally:
+        flow.stop()
+        view.close()
+    records = ownership_records(rec)
+    assert not missing_offsets(records, written, PARTITIONS)
+    check_ownership(records)
+
+
+def test_unreachable_zookeeper_fails_within_the_connection_timeout(broker, unique, tmp_path: Path) -> None:
+    bs = broker.bootstrap_servers
+    topic = f"in-{unique}"
+    create_topic(bs, topic, PARTITIONS)
+    cfg, rec = standalone_config(tmp_path, f"un-{unique}", topic, "127.0.0.1:1")
+    started = time.monotonic()
+    c = Container(cfg, bs, "job.coordinator.zk.connection.timeout.ms=2000", log=tmp_path / "c.log")
+    assert c.proc.wait(timeout=60) == 1
+    # Start-up (imports, the broker's topics) comes on top of the 2 s the connection may take.
+    assert time.monotonic() - started < 2 + 15
+    assert "job.coordinator.zk.connect: no ZooKeeper answered at 127.0.0.1:1 within 2000 ms" in c.log_text()
+    assert not list(rec.glob("*.log"))
+
+
+def test_a_second_processor_with_the_same_id_exits(broker, zookeeper, unique, tmp_path: Path) -> None:
+    bs = broker.bootstrap_servers
+    topic = f"in-{unique}"
+    create_topic(bs, topic, PARTITIONS)
+    job = f"dup-{unique}"
+    cfg, _ = standalone_config(tmp_path, job, topic, zookeeper.connect_string, session_ms=1000)
+    view = ZkView(zookeeper.connect_string, job)
+    try:
+        first = Processor(cfg, bs, "same", "A")
+        view.wait_stable([first])
+        second = Processor(cfg, bs, "same", "B", run=1)
+        assert second.proc.wait(timeout=60) == 1
+        assert "processor.id 'same' is taken by a live processor of this job" in second.log_text()
+        assert first.alive()
+        assert first.stop() == 0
+    finally:
+        view.close()
+
+
+def test_a_job_model_of_another_version_is_refused(broker, zookeeper, unique, tmp_path: Path) -> None:
+    bs = broker.bootstrap_servers
+    topic = f"in-{unique}"
+    create_topic(bs, topic, PARTITIONS)
+    job = f"old-{unique}"
+    cfg, rec = standalone_config(tmp_path, job, topic, zookeeper.connect_string)
+    view = ZkView(zookeeper.connect_string, job)
+    try:
+        keys = ZkKeys(job, "1")
+        ensure_root(view.client, keys)
+        write_value(view.client, keys.job_model(1), msgspec.json.encode({"format": "samzamp-job-model-0", "x": 1}))
+        view.client.create(keys.job_model_version, b"1", makepath=True)
+        c = Container(cfg, bs, log=tmp_path / "c.log")
+        assert c.proc.wait(timeout=60) == 1, c.log_text()[-3000:]
+    finally:
+        view.close()
+    text = c.log_text()
+    assert (
+        "holds coordination protocol version 'samzamp-job-model-0', this samzamp speaks 'samzamp-job-model-1'" in text
+    )
+    assert not any(f.read_text() for f in rec.glob("*.log"))

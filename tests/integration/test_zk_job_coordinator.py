@@ -1,0 +1,90 @@
+"""ZkJobCoordinator's protocol against the real ZooKeeper, with processors in this process whose
+listeners record what they were told when: a task's new owner starts it only after its old owner
+stopped it, whatever that takes."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from samzamp.config.standalone import ZkSettings
+from samzamp.coordinator.container_grouper import group_by_container_ids
+from samzamp.coordinator.job_model import ContainerModel, JobModel, TaskModel
+from samzamp.coordinator.zk.job_coordinator import ZkJobCoordinator
+from samzamp.coordinator.zk.keys import ZkKeys
+from samzamp.metrics.registry import MetricsRegistry
+
+TASKS = {f"Partition {p}": TaskModel(f"Partition {p}", ()) for p in range(6)}
+RELEASE_S = 1.0  # how long a processor takes to stop the tasks it gives up
+
+
+class Member:
+    """A processor: runs what it is given, takes RELEASE_S to stop tasks, logs (time, event, tasks)."""
+
+    def __init__(self, connect: str, job: str, pid: str, log: list[tuple[float, str, str, frozenset[str]]]) -> None:
+        self.pid = pid
+        self.running: frozenset[str] = frozenset()
+        self.errors: list[BaseException] = []
+        self.applied = asyncio.Event()
+        self._log = log
+        settings = ZkSettings(connect=connect, session_timeout_ms=3000, debounce_ms=200, consensus_timeout_ms=20000)
+        self.coordinator = ZkJobCoordinator(
+            settings, ZkKeys(job, "1"), pid, f"loc-{pid}", self.calculate, self, MetricsRegistry()
+        )
+
+    async def calculate(self, processors: dict[str, str], previous: JobModel | None, _loc: dict[str, str]) -> JobModel:
+        owners = previous.owners() if previous is not None else {}
+        groups = group_by_container_ids(TASKS, processors, previous_owner=owners)
+        return JobModel(0, TASKS, {p: ContainerModel(p, processors[p], tuple(ts)) for p, ts in groups.items()})
+
+    async def release(self, version: int, model: JobModel) -> None:
+        leaving = self.running - set(model.tasks)
+        if leaving:
+            await asyncio.sleep(RELEASE_S)
+            self.running -= leaving
+            self._log.append((time.monotonic(), "stopped", self.pid, frozenset(leaving)))
+
+    async def apply(self, version: int, model: JobModel) -> None:
+        arriving = set(model.tasks) - self.running
+        self._log.append((time.monotonic(), "started", self.pid, frozenset(arriving)))
+        self.running = frozenset(model.tasks)
+        self.applied.set()
+
+    def failed(self, error: BaseException) -> None:
+        self.errors.append(error)
+
+
+async def _until(cond, within_s: float, what: str) -> None:
+    """Poll ``cond`` (set by the coordinators' listeners on this loop) until it holds."""
+    deadline = time.monotonic() + within_s
+    while not cond():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.05)
+
+
+def test_a_task_starts_at_its_new_owner_only_after_its_old_owner_stopped_it(zookeeper, unique) -> None:
+    async def main() -> list[tuple[float, str, str, frozenset[str]]]:
+        log: list[tuple[float, str, str, frozenset[str]]] = []
+        a = Member(zookeeper.connect_string, f"proto-{unique}", "a", log)
+        b = Member(zookeeper.connect_string, f"proto-{unique}", "b", log)
+        await a.coordinator.start()
+        await _until(lambda: a.running == set(TASKS), 30, "a to run every task")
+        await b.coordinator.start()
+        await _until(lambda: len(a.running) == 3 and len(b.running) == 3, 30, "a and b to share the tasks")
+        await b.coordinator.stop()
+        await _until(lambda: a.running == set(TASKS), 30, "a to run every task again")
+        await a.coordinator.stop()
+        assert not a.errors
+        assert not b.errors
+        return log
+
+    log = asyncio.run(main())
+    moves = [(t, pid, tasks) for t, what, pid, tasks in log if what == "started" and tasks]
+    stops = [(t, pid, tasks) for t, what, pid, tasks in log if what == "stopped"]
+    # b's start of the tasks a gave up came after a finished stopping them (RELEASE_S later).
+    handed = [(t, tasks) for t, pid, tasks in moves if pid == "b"]
+    assert len(handed) == 1
+    assert len(handed[0][1]) == 3
+    stopped_by_a = [t for t, pid, tasks in stops if pid == "a" and tasks == handed[0][1]]
+    assert len(stopped_by_a) == 1
+    assert stopped_by_a[0] <= handed[0][0]
