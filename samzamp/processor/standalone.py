@@ -68,6 +68,8 @@ class Standalone:
         )
 
     async def start(self) -> None:
+        """Join the job; from now on the container processes only while the session is known alive."""
+        self._container.run_loop.fence = self.coordinator.lease_valid
         await self.coordinator.start()
 
     async def stop(self) -> None:
@@ -128,7 +130,7 @@ class Standalone:
         )
 
     def failed(self, error: BaseException) -> None:
-        log.error("%s", error)
+        log.error("%s: %s", type(error).__name__, error)
         self._container.run_loop.abort(error)
 
     def _stopping(self) -> bool:

@@ -23,6 +23,7 @@ import logging
 import os
 import signal
 import time
+from typing import TYPE_CHECKING
 
 from samzamp.api.task import AsyncStreamTask
 from samzamp.commit.elasticity import check_state_factor, starting_checkpoints
@@ -36,13 +37,17 @@ from samzamp.coordinator.job_model import JobModel
 from samzamp.coordinator.metadata_store import CoordinatorStreamStore
 from samzamp.coordinator.passthrough import PassthroughJobCoordinator
 from samzamp.coordinator.run_id import RUN_NAMESPACE, RunRecord, RunState, end_run, start_run
+from samzamp.coordinator.zk.errors import ZkSessionExpired
 from samzamp.dispatch.process.pool import WorkerPool
 from samzamp.drain.monitor import DrainMonitor
 from samzamp.drain.notification import DRAIN_NAMESPACE, cleanup
+from samzamp.extras import ZOOKEEPER, require
 from samzamp.gc_freeze import freeze_start_up
 from samzamp.metrics.registry import MetricsRegistry
-from samzamp.processor.standalone import Standalone
 from samzamp.systems.inmemory.system import InMemoryStreams
+
+if TYPE_CHECKING:
+    from samzamp.processor.standalone import Standalone
 
 __all__ = ["StreamProcessor"]
 
@@ -135,7 +140,6 @@ class StreamProcessor:
             loop.add_signal_handler(sig, on_signal, sig)
 
     async def _run(self) -> None:
-        loop = asyncio.get_running_loop()
         started = time.monotonic()
         st = self.settings
         for warning in st.warnings:
@@ -145,10 +149,8 @@ class StreamProcessor:
             log.info(
                 "job.container.thread.pool.size applies to synchronous tasks; this AsyncStreamTask runs on the loop"
             )
-        elif st.pool_size >= 2:
-            # Start the workers first: they import while this process connects to Kafka.
-            self.pool = WorkerPool(st.pool_size, st.worker_ring_bytes, loop, self.metrics, self._on_pool_failure)
-            self.pool.spawn()
+        # Start the workers first: they import while this process connects to Kafka.
+        self._spawn_pool(task_class)
         try:
             systems = self.systems
             systems.start()
@@ -173,52 +175,19 @@ class StreamProcessor:
                 await asyncio.to_thread(self._check_factor, model, checkpoints)
                 await asyncio.to_thread(systems.create_changelogs, model, history)
                 await asyncio.to_thread(coordinator.record, history)  # before a task writes to its changelog partition
-            if self.pool is not None:
-                await self.pool.start(systems.worker_config())
-                self.pool.time_calls(st.task.callback_timeout_ms, "task.callback.timeout.ms")
-            container = self.container = SamzaContainer(
-                st,
-                systems,
-                checkpoints,
-                self.metrics,
-                task_class,
-                loop,
-                pool=self.pool,
-                unconfigured_sends_to=self._unconfigured_sends_to,
-            )
-            if st.zk is None:
-                await container.start(model)
-            else:  # the tasks come with the versions the job's leader publishes
-                self.standalone = Standalone(
-                    st,
-                    systems,
-                    coordinator,
-                    container,
-                    lambda m: self._check_factor(m, checkpoints),
-                    self.metrics,
-                )
-                await self.standalone.start()
-            self.metrics.gauge("SamzaContainerMetrics", "container-startup-time").set(
-                round(time.monotonic() - started, 3)
-            )
-            await self._start_drain_monitor(container.run_loop)
-            if self._freeze_gc:
-                freeze_start_up()  # before the fetch thread starts: no buffered message is frozen
-            if self._stop_requested:  # a signal during start-up: stop before processing anything
-                container.run_loop.request_shutdown()
-            reporter = loop.create_task(self._report_metrics()) if st.metrics_log_interval_ms > 0 else None
-            try:
-                await container.run()
-            finally:
-                if reporter is not None:
-                    reporter.cancel()
-                if self.drain_monitor is not None:
-                    self.drain_monitor.stop()
-                if self.standalone is not None:
-                    # Only now, with every task stopped and committed, may their next owners start them.
-                    await self.standalone.stop()
-            if self.pool is not None:
-                await self.pool.stop()  # closes every task in its worker
+            while True:
+                try:
+                    container = await self._run_container(task_class, checkpoints, coordinator, model, started)
+                    break
+                except ZkSessionExpired as e:
+                    # Its tasks were abandoned without a commit (the loop aborted, its workers are
+                    # killed): their next owners start from their last checkpoints. Join again as
+                    # a new member, with fresh workers.
+                    log.warning("%s", e)
+                    if self.pool is not None:
+                        self.pool.kill()
+                        self._spawn_pool(task_class)
+                    started = time.monotonic()
             self.drained = container.run_loop.drain_complete
             if self.drained:
                 await self._finish_drain()
@@ -227,6 +196,75 @@ class StreamProcessor:
         finally:
             if self.pool is not None:
                 self.pool.kill()
+
+    def _spawn_pool(self, task_class: type) -> None:
+        """The worker processes of the synchronous tasks (job.container.thread.pool.size >= 2)."""
+        st = self.settings
+        if st.pool_size >= 2 and not issubclass(task_class, AsyncStreamTask):
+            loop = asyncio.get_running_loop()
+            self.pool = WorkerPool(st.pool_size, st.worker_ring_bytes, loop, self.metrics, self._on_pool_failure)
+            self.pool.spawn()
+
+    async def _run_container(
+        self,
+        task_class: type,
+        checkpoints: TopicCheckpointManager,
+        coordinator: PassthroughJobCoordinator,
+        model: JobModel,
+        started: float,
+    ) -> SamzaContainer:
+        """Run a container until it stops: ``model``'s tasks, or in a standalone job the tasks of
+        the versions ZooKeeper publishes. Raises ZkSessionExpired when the processor must rejoin."""
+        st, systems, loop = self.settings, self.systems, asyncio.get_running_loop()
+        if self.pool is not None:
+            await self.pool.start(systems.worker_config())
+            self.pool.time_calls(st.task.callback_timeout_ms, "task.callback.timeout.ms")
+        container = self.container = SamzaContainer(
+            st,
+            systems,
+            checkpoints,
+            self.metrics,
+            task_class,
+            loop,
+            pool=self.pool,
+            unconfigured_sends_to=self._unconfigured_sends_to,
+        )
+        if st.zk is None:
+            await container.start(model)
+        else:  # the tasks come with the versions the job's leader publishes
+            require(ZOOKEEPER)
+            from samzamp.processor.standalone import Standalone  # imports kazoo
+
+            self.standalone = Standalone(
+                st,
+                systems,
+                coordinator,
+                container,
+                lambda m: self._check_factor(m, checkpoints),
+                self.metrics,
+            )
+            await self.standalone.start()
+        self.metrics.gauge("SamzaContainerMetrics", "container-startup-time").set(round(time.monotonic() - started, 3))
+        await self._start_drain_monitor(container.run_loop)
+        if self._freeze_gc:
+            self._freeze_gc = False  # once per process
+            freeze_start_up()  # before the fetch thread starts: no buffered message is frozen
+        if self._stop_requested:  # a signal during start-up: stop before processing anything
+            container.run_loop.request_shutdown()
+        reporter = loop.create_task(self._report_metrics()) if st.metrics_log_interval_ms > 0 else None
+        try:
+            await container.run()
+        finally:
+            if reporter is not None:
+                reporter.cancel()
+            if self.drain_monitor is not None:
+                self.drain_monitor.stop()
+            if self.standalone is not None:
+                # Only now, with every task stopped and committed, may their next owners start them.
+                await self.standalone.stop()
+        if self.pool is not None:
+            await self.pool.stop()  # closes every task in its worker
+        return container
 
     def _on_pool_failure(self, error: BaseException) -> None:
         if self.container is not None:

@@ -454,12 +454,14 @@ class KeyCountTask(StreamTask, InitableTask, _Recorder):
 
 class OwnershipTask(StreamTask, InitableTask, _Recorder):
     """Evidence of who processed what when, written by the task itself: ``O <processor.id> <partition>
-    <offset> <start ns> <end ns>`` for every message, the times on CLOCK_MONOTONIC (one clock for every
-    process of the machine), so that two processors running one task at once can be seen.
+    <offset> <start ns> <end ns> <instance>`` for every message, the times on CLOCK_MONOTONIC (one clock
+    for every process of the machine), so that two processors running one task at once can be seen;
+    the instance names this task object (a tenure: a task started again is a new one).
     test.busy.us: CPU time each message takes."""
 
     def init(self, context) -> None:
         self._open(context)
+        self._instance = f"{os.getpid()}-{random.getrandbits(32):08x}"
         self._processor = context.config.get("processor.id", "-")
         self._busy_s = int(context.config.get("test.busy.us", 0)) / 1e6
 
@@ -470,4 +472,6 @@ class OwnershipTask(StreamTask, InitableTask, _Recorder):
             while time.perf_counter() < until:
                 pass
         partition = envelope.system_stream_partition.partition
-        self.record(f"O {self._processor} {partition} {envelope.offset} {started} {time.monotonic_ns()}")
+        self.record(
+            f"O {self._processor} {partition} {envelope.offset} {started} {time.monotonic_ns()} {self._instance}"
+        )

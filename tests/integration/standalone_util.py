@@ -148,6 +148,7 @@ class Record(NamedTuple):
     start_ns: int
     end_ns: int
     file: str
+    instance: str  # the task object that wrote it: one tenure of the task in one processor
 
 
 def ownership_records(rec: Path) -> list[Record]:
@@ -155,19 +156,19 @@ def ownership_records(rec: Path) -> list[Record]:
     out = []
     for f in sorted(rec.glob("*.log")):
         for line in f.read_text().splitlines():
-            kind, proc, partition, offset, start, end = line.split()
+            kind, proc, partition, offset, start, end, instance = line.split()
             assert kind == "O"
-            out.append(Record(proc, int(partition), int(offset), int(start), int(end), f.name))
+            out.append(Record(proc, int(partition), int(offset), int(start), int(end), f.name, instance))
     return out
 
 
 def check_ownership(records: list[Record]) -> None:
-    """Within each tenure (one task in one process: one record file) offsets only grow, and no two
+    """Within each tenure (one task object in one processor) offsets only grow, and no two
     processors ever processed one task's messages at the same time."""
-    by_file: dict[str, list[Record]] = defaultdict(list)
+    by_tenure: dict[str, list[Record]] = defaultdict(list)
     for r in records:
-        by_file[r.file].append(r)
-    for name, rows in by_file.items():
+        by_tenure[r.instance].append(r)
+    for name, rows in by_tenure.items():
         offsets = [r.offset for r in rows]
         assert offsets == sorted(set(offsets)), f"{name}: offsets repeated or out of order"
     by_partition: dict[int, list[Record]] = defaultdict(list)

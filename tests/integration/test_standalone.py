@@ -3,6 +3,8 @@ reading the real broker. Each task writes who processed which offset when (``Own
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 from pathlib import Path
 
@@ -186,3 +188,57 @@ def test_a_job_model_of_another_version_is_refused(broker, zookeeper, unique, tm
         "holds coordination protocol version 'samzamp-job-model-0', this samzamp speaks 'samzamp-job-model-1'" in text
     )
     assert not any(f.read_text() for f in rec.glob("*.log"))
+
+
+def test_a_processor_paused_past_its_session_abandons_its_tasks_and_rejoins(
+    broker, zookeeper, unique, tmp_path: Path
+) -> None:
+    bs = broker.bootstrap_servers
+    topic = f"in-{unique}"
+    create_topic(bs, topic, PARTITIONS)
+    job = f"exp-{unique}"
+    cfg, rec = standalone_config(
+        tmp_path, job, topic, zookeeper.connect_string, session_ms=2000, top="test.busy.us = 200"
+    )
+    view = ZkView(zookeeper.connect_string, job)
+    flow = InputFlow(bs, topic, PARTITIONS)
+    try:
+        p1 = Processor(cfg, bs, "p1", "A")
+        view.wait_stable([p1])
+        p2 = Processor(cfg, bs, "p2", "B")
+        _, owners = view.wait_stable([p1, p2])
+        theirs = {int(t.split()[1]) for t in owners["p2"]}
+        wait_until(lambda: any(r.processor == "p2" for r in ownership_records(rec)), 60, "p2 to process", p2)
+        stopped = time.monotonic_ns()
+        os.kill(p2.proc.pid, signal.SIGSTOP)  # the processor: with pool 1 its tasks run in it
+        view.wait_stable([p1], timeout=60)  # its session expired: p1 took its tasks over
+
+        def p1_runs_theirs() -> bool:
+            return any(
+                r.processor == "p1" and r.partition in theirs and r.start_ns > stopped for r in ownership_records(rec)
+            )
+
+        wait_until(p1_runs_theirs, 60, "p1 to process p2's old tasks", p1)
+        continued = time.monotonic_ns()
+        os.kill(p2.proc.pid, signal.SIGCONT)
+        view.wait_stable([p1, p2], timeout=60)  # it rejoined as a new member
+        assert "its ZooKeeper session expired" in p2.log_text()
+        written = flow.stop()
+        wait_until(lambda: not missing_offsets(ownership_records(rec), written, PARTITIONS), 120, "every input", p1)
+        assert p1.stop() == 0, p1.log_text()[-3000:]
+        assert p2.stop() == 0, p2.log_text()[-3000:]
+    finally:
+        flow.stop()
+        view.close()
+    records = ownership_records(rec)
+    before_pause = {r.instance for r in records if r.processor == "p2" and r.start_ns < stopped}
+    assert before_pause
+    late = [r for r in records if r.instance in before_pause and r.start_ns > continued]
+    assert not late, f"p2 processed {len(late)} messages of its old tasks after it was continued: {late[:3]}"
+    assert not missing_offsets(records, written, PARTITIONS)
+    # The message p2 was in the middle of when it was frozen ends when it is continued (a frozen
+    # process cannot be interrupted); its tasks run inline, one message at a time, so at most one
+    # such message spans the pause. Nothing else of p2's overlaps another processor's work.
+    frozen = [r for r in records if r.processor == "p2" and r.start_ns < stopped and r.end_ns > continued]
+    assert len(frozen) <= 1, frozen
+    check_ownership([r for r in records if r not in frozen])

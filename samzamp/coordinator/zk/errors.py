@@ -2,14 +2,16 @@
 
 SystemFailureError
 ├── ZkProtocolError   the job's coordination data was written by an incompatible protocol version
-└── ZkValueError      a value stored on ZooKeeper is torn, corrupt or not samzamp's
+├── ZkValueError      a value stored on ZooKeeper is torn, corrupt or not samzamp's
+└── ZkSessionError    the processor stayed disconnected from ZooKeeper past its session timeout
+    └── ZkSessionExpired   its session expired: it abandons its tasks and joins again
 """
 
 from __future__ import annotations
 
 from samzamp.api.errors import SystemFailureError
 
-__all__ = ["ZkProtocolError", "ZkValueError"]
+__all__ = ["ZkProtocolError", "ZkSessionError", "ZkSessionExpired", "ZkValueError"]
 
 
 class ZkProtocolError(SystemFailureError):
@@ -40,3 +42,12 @@ class ZkValueError(SystemFailureError):
         )
         self.path = path
         self.problem = problem
+
+
+class ZkSessionError(SystemFailureError):
+    """The processor stayed disconnected from ZooKeeper past its session timeout: it stops."""
+
+
+class ZkSessionExpired(ZkSessionError):
+    """The processor's ZooKeeper session expired: its tasks may run elsewhere now. It abandons them
+    without a commit and joins the job again as a new member."""

@@ -34,7 +34,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import BadVersionError, NoNodeError
+from kazoo.exceptions import BadVersionError, ConnectionLoss, NoNodeError, OperationTimeoutError
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
 from samzamp.api.errors import SystemFailureError
@@ -43,15 +43,18 @@ from samzamp.coordinator.job_model import JobModel
 from samzamp.coordinator.zk import job_models
 from samzamp.coordinator.zk.barrier import BarrierState, complete_if_joined, join, time_out
 from samzamp.coordinator.zk.client import connect
+from samzamp.coordinator.zk.errors import ZkSessionError, ZkSessionExpired
 from samzamp.coordinator.zk.keys import ZkKeys, decode_name, ensure_root
 from samzamp.coordinator.zk.registry import leader_of, read_processors, register
 from samzamp.metrics.registry import MetricsRegistry
 
-__all__ = ["Calculate", "Listener", "ZkJobCoordinator", "ZkSessionError"]
+__all__ = ["Calculate", "Listener", "ZkJobCoordinator"]
 
 log = logging.getLogger(__name__)
 
 METRICS_GROUP = "ZkJobCoordinatorMetrics"
+RETRY_S = 0.2  # before an event that met a dropped connection is handled again
+LEASE_SHARE = 2 / 3  # of the session timeout after a heartbeat's send that processing may go on
 
 # processors (id -> location id), the latest published model, task locality (task -> location id)
 Calculate = Callable[[dict[str, str], JobModel | None, dict[str, str]], Awaitable[JobModel]]
@@ -69,10 +72,6 @@ class Listener(Protocol):
 
     def failed(self, error: BaseException) -> None:
         """The coordinator cannot go on: stop the processor with ``error``."""
-
-
-class ZkSessionError(SystemFailureError):
-    """The processor's ZooKeeper session expired or stayed disconnected past its timeout."""
 
 
 class ZkJobCoordinator:
@@ -105,6 +104,7 @@ class ZkJobCoordinator:
         self._disconnected: asyncio.TimerHandle | None = None
         self._published = 0  # the last version this processor published as leader
         self._seen = 0  # the newest version this processor acted on
+        self._joined = 0  # the newest version whose barrier this processor joined
         self._current: JobModel | None = None  # the newest version's model, while its barrier is open
         self._stopping = False
         self.m_version = metrics.gauge(METRICS_GROUP, "job-model-version")
@@ -112,6 +112,11 @@ class ZkJobCoordinator:
         self.m_pause_ms = metrics.gauge(METRICS_GROUP, "last-rebalance-pause-ms")
         self.m_leader = metrics.gauge(METRICS_GROUP, "is-leader")
         self._paused_at: float | None = None
+        # Until when this processor may process: a heartbeat that found its node alive in its own
+        # session at ``sent`` proves the session cannot expire before ``sent`` + the session
+        # timeout; LEASE_SHARE of that leaves room for clocks and a server that granted less.
+        self._lease_until = 0.0
+        self._heartbeat: asyncio.Task[None] | None = None
 
     # -- lifetime -------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -138,8 +143,10 @@ class ZkJobCoordinator:
             keys.job_name,
             keys.job_id,
         )
+        self._lease_until = time.monotonic() + LEASE_SHARE * zk.session_timeout_ms / 1000
         client.add_listener(self._on_session)  # kazoo calls it from its connection thread
         self._worker = self._loop.create_task(self._serve(), name="samzamp-zk-coordinator")
+        self._heartbeat = self._loop.create_task(self._renew_lease(client, keys.processor(self.node)))
         ChildrenWatch(client, keys.processors_dir, self._watch_processors)
         DataWatch(client, keys.job_model_version, self._watch_version)
 
@@ -149,10 +156,12 @@ class ZkJobCoordinator:
         for timer in (self._debounce, self._barrier_timer, self._disconnected):
             if timer is not None:
                 timer.cancel()
-        if self._worker is not None:
-            self._worker.cancel()
+        for task in (self._worker, self._heartbeat):
+            if task is None:
+                continue
+            task.cancel()
             try:
-                await self._worker
+                await task
             except (asyncio.CancelledError, Exception):
                 pass
         if self._client is not None:
@@ -197,6 +206,12 @@ class ZkJobCoordinator:
                 await handlers[kind](arg)
             except asyncio.CancelledError:
                 raise
+            except (ConnectionLoss, OperationTimeoutError) as e:
+                # The connection dropped: if the session survives, the event is handled again once
+                # kazoo reconnects (each handler may run twice); if not, LOST makes it rejoin.
+                log.info("ZooKeeper %s while handling %s: trying again", type(e).__name__, kind)
+                assert self._loop is not None
+                self._loop.call_later(RETRY_S, self._post, kind, arg)
             except Exception as e:
                 await self._fail(e)
                 return
@@ -287,7 +302,7 @@ class ZkJobCoordinator:
 
     # -- every processor ------------------------------------------------------------------------
     async def _on_version(self, version: int) -> None:
-        if version <= self._seen:
+        if version < self._seen or version == self._joined:
             return
         client, keys = self._client_or_fail(), self._keys
         model = await asyncio.to_thread(job_models.read_job_model, client, keys, version)
@@ -299,6 +314,7 @@ class ZkJobCoordinator:
         await self._listener.release(version, mine)
         if not await asyncio.to_thread(join, client, keys, version, self.processor_id):
             return  # the barrier is gone: a newer version replaced it
+        self._joined = version
         # A partial, not a lambda with a default: kazoo passes the watcher a third argument when it takes one.
         DataWatch(client, keys.barrier_state(version), functools.partial(self._barrier_changed, version))
 
@@ -332,14 +348,34 @@ class ZkJobCoordinator:
         self.m_pause_ms.set(paused_ms)
 
     # -- the session ----------------------------------------------------------------------------
+    def lease_valid(self) -> bool:
+        """Whether this processor may process now: its session is known to be alive. Checked by the
+        run loop before each slice, so a processor continued after a pause longer than its lease
+        (SIGSTOP, a frozen VM) processes nothing until it knows whether its session survived."""
+        return time.monotonic() < self._lease_until
+
+    async def _renew_lease(self, client: KazooClient, node_path: str) -> None:
+        period = self._zk.session_timeout_ms / 1000 / 4
+        while True:
+            sent = time.monotonic()
+            try:
+                stat = await asyncio.to_thread(client.exists, node_path)
+            except Exception as e:  # disconnected: the session listener decides what that means
+                log.debug("lease of processor %s not renewed: %s", self.processor_id, e)
+            else:
+                if stat is not None and stat.ephemeralOwner == client.client_id[0]:
+                    self._lease_until = sent + LEASE_SHARE * self._zk.session_timeout_ms / 1000
+            await asyncio.sleep(period)
+
     async def _on_session_state(self, state: str) -> None:
         assert self._loop is not None
         if state == KazooState.LOST:
+            self._lease_until = 0.0
             await self._fail(
-                ZkSessionError(
+                ZkSessionExpired(
                     f"processor {self.processor_id}: its ZooKeeper session expired (it was silent longer than "
                     f"job.coordinator.zk.session.timeout.ms = {self._zk.session_timeout_ms}); its tasks may run "
-                    "elsewhere now, so it stops without committing"
+                    "elsewhere now: it abandons them without a commit and joins the job again"
                 )
             )
         elif state == KazooState.SUSPENDED:
