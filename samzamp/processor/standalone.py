@@ -97,17 +97,20 @@ class Standalone:
         return JobModel(0, model.tasks, containers)
 
     # -- the coordinator's listener -------------------------------------------------------------
-    async def release(self, version: int, model: JobModel) -> None:
+    async def release(self, version: int, model: JobModel) -> bool:
         container = self._container
         running = container.job_model
         keep = [n for n, t in running.tasks.items() if same_task(t, model.tasks.get(n))]
         self._released_at = time.monotonic()
-        if len(keep) == len(running.tasks) or self._stopping():
-            return
+        if self._stopping():
+            return False
+        if len(keep) == len(running.tasks):
+            return True
         lost = self._lost = sorted(set(running.tasks) - set(keep), key=task_order)
         log.info("job model version %d: stopping %d tasks that leave this processor: %s", version, len(lost), lost)
         self._generation += 1
         await container.apply(running.only(keep, self._generation))
+        return True
 
     async def apply(self, version: int, model: JobModel) -> None:
         container = self._container

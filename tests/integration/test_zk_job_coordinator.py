@@ -37,12 +37,13 @@ class Member:
         groups = group_by_container_ids(TASKS, processors, previous_owner=owners)
         return JobModel(0, TASKS, {p: ContainerModel(p, processors[p], tuple(ts)) for p, ts in groups.items()})
 
-    async def release(self, version: int, model: JobModel) -> None:
+    async def release(self, version: int, model: JobModel) -> bool:
         leaving = self.running - set(model.tasks)
         if leaving:
             await asyncio.sleep(RELEASE_S)
             self.running -= leaving
             self._log.append((time.monotonic(), "stopped", self.pid, frozenset(leaving)))
+        return True
 
     async def apply(self, version: int, model: JobModel) -> None:
         arriving = set(model.tasks) - self.running

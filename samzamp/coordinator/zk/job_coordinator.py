@@ -63,9 +63,11 @@ Calculate = Callable[[dict[str, str], JobModel | None, dict[str, str]], Awaitabl
 class Listener(Protocol):
     """The processor's side: what it does with each version."""
 
-    async def release(self, version: int, model: JobModel) -> None:
+    async def release(self, version: int, model: JobModel) -> bool:
         """Stop every running task that ``model`` (this processor's part of ``version``) does not
-        keep unchanged, finishing its work and committing; before the barrier is joined."""
+        keep unchanged, finishing its work and committing; before the barrier is joined. False
+        when the processor is stopping: it must not join (its tasks are still being committed,
+        and its leaving makes the leader compute a version without it)."""
 
     async def apply(self, version: int, model: JobModel) -> None:
         """Run exactly ``model``'s tasks (this processor's part of ``version``): the barrier is DONE."""
@@ -311,7 +313,9 @@ class ZkJobCoordinator:
         mine = model.of_processor(self.processor_id, version)
         if self._paused_at is None:
             self._paused_at = time.monotonic()
-        await self._listener.release(version, mine)
+        if not await self._listener.release(version, mine):
+            log.info("job model version %d: not joining its barrier, this processor is stopping", version)
+            return
         if not await asyncio.to_thread(join, client, keys, version, self.processor_id):
             return  # the barrier is gone: a newer version replaced it
         self._joined = version
