@@ -10,8 +10,10 @@ import time
 from samzamp.config.standalone import ZkSettings
 from samzamp.coordinator.container_grouper import group_by_container_ids
 from samzamp.coordinator.job_model import ContainerModel, JobModel, TaskModel
+from samzamp.coordinator.zk import job_models
+from samzamp.coordinator.zk.client import connect
 from samzamp.coordinator.zk.job_coordinator import ZkJobCoordinator
-from samzamp.coordinator.zk.keys import ZkKeys
+from samzamp.coordinator.zk.keys import ZkKeys, ensure_root
 from samzamp.metrics.registry import MetricsRegistry
 
 TASKS = {f"Partition {p}": TaskModel(f"Partition {p}", ()) for p in range(6)}
@@ -89,3 +91,22 @@ def test_a_task_starts_at_its_new_owner_only_after_its_old_owner_stopped_it(zook
     stopped_by_a = [t for t, pid, tasks in stops if pid == "a" and tasks == handed[0][1]]
     assert len(stopped_by_a) == 1
     assert stopped_by_a[0] <= handed[0][0]
+
+
+def test_the_last_ten_job_models_and_barriers_are_kept(zookeeper, unique) -> None:
+    client = connect(zookeeper.connect_string, 10000, 10000)
+    try:
+        keys = ZkKeys(f"keep-{unique}", "1")
+        ensure_root(client, keys)
+        model = JobModel(0, TASKS, {"a": ContainerModel("a", "A", tuple(TASKS))})
+        for _ in range(13):
+            version = job_models.publish(client, keys, model, ["a"])
+            job_models.cleanup(client, keys, version)
+        assert version == 13
+        assert sorted(int(n) for n in client.get_children(keys.job_models_dir)) == list(range(4, 14))
+        assert len(client.get_children(keys.barriers_dir)) == job_models.KEEP
+        assert job_models.read_job_model(client, keys, 13).containers == model.containers
+        assert job_models.read_job_model(client, keys, 13).generation == 13
+    finally:
+        client.stop()
+        client.close()
