@@ -70,6 +70,10 @@ class Standalone:
     async def start(self) -> None:
         """Join the job; from now on the container processes only while the session is known alive."""
         self._container.run_loop.fence = self.coordinator.lease_valid
+        pool = self._container.pool
+        if pool is not None:  # the workers' calls are fenced too (dispatch.process.calls)
+            # 1, not 0, once the lease is gone: 0 would mean no fence at all.
+            self.coordinator.on_lease = lambda until: pool.set_fence(max(1, int(until * 1e9)))
         await self.coordinator.start()
 
     async def stop(self) -> None:

@@ -43,6 +43,7 @@ from samzamp.collect.output_failures import OutputFailures
 from samzamp.commit.flush_policy import commit_failure, flush_task_producers
 from samzamp.config.settings import TaskSettings
 from samzamp.coordinator.job_model import TaskModel
+from samzamp.dispatch.process.calls import FENCE, wait_for_fence
 from samzamp.metrics.registry import Counter, MetricsRegistry, Timer
 from samzamp.storage.manager import RestoreReport, TaskStorage
 from samzamp.systems.base import RawMessage, SystemProducer
@@ -224,6 +225,8 @@ class TaskRuntime:
                 size = (len(key_bytes) if key_bytes else 0) + (len(value_bytes) if value_bytes else 0)
                 started = clock()
                 if calls is not None:
+                    if calls[FENCE] and started >= calls[FENCE]:
+                        started = wait_for_fence(calls, started)
                     calls[1] = slot_task
                     calls[2] = index
                     calls[3] = offset

@@ -91,10 +91,13 @@ class Worker:
         # The container's config as it loaded it: ${NAME} references are resolved already, and a
         # literal ${ (written $${) must stay literal, so it is not interpolated again.
         self.settings = validate(Config(spec.config))
-        # Where this worker's process() calls are published for the loop's timeout (calls.py);
-        # written only when a timeout is set, as it costs a few stores per message.
-        timed = self.settings.task.callback_timeout_ms > 0 or self.settings.task.drain_callback_timeout_ms > 0
-        self.calls: memoryview | None = CallSlot.attach(spec.calls_fd).fields if timed and spec.calls_fd >= 0 else None
+        # Where this worker's process() calls are published for the loop's timeout, and where the
+        # loop fences a standalone processor's calls (calls.py); used only then, as it costs a few
+        # stores per message.
+        st = self.settings
+        timed = st.task.callback_timeout_ms > 0 or st.task.drain_callback_timeout_ms > 0
+        slot = (timed or st.zk is not None) and spec.calls_fd >= 0
+        self.calls: memoryview | None = CallSlot.attach(spec.calls_fd).fields if slot else None
         self.serdes = StreamSerdes(self.settings)
         # The tasks' metrics (send-calls, serialization and deserialization errors) stay in this
         # process: the loop's registry sees only what the frames carry (process counts and times).

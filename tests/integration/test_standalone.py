@@ -9,6 +9,8 @@ import time
 from pathlib import Path
 
 import msgspec
+import psutil
+import pytest
 from kafka_util import Container, create_topic, wait_until
 from standalone_util import (
     InputFlow,
@@ -190,9 +192,11 @@ def test_a_job_model_of_another_version_is_refused(broker, zookeeper, unique, tm
     assert not any(f.read_text() for f in rec.glob("*.log"))
 
 
+@pytest.mark.parametrize("pool", [1, 2])
 def test_a_processor_paused_past_its_session_abandons_its_tasks_and_rejoins(
-    broker, zookeeper, unique, tmp_path: Path
+    broker, zookeeper, unique, tmp_path: Path, pool: int
 ) -> None:
+    """SIGSTOP of the processor and its workers (a frozen machine) past its session; then SIGCONT."""
     bs = broker.bootstrap_servers
     topic = f"in-{unique}"
     create_topic(bs, topic, PARTITIONS)
@@ -205,12 +209,21 @@ def test_a_processor_paused_past_its_session_abandons_its_tasks_and_rejoins(
     try:
         p1 = Processor(cfg, bs, "p1", "A")
         view.wait_stable([p1])
-        p2 = Processor(cfg, bs, "p2", "B")
+        p2 = Processor(cfg, bs, "p2", "B", f"job.container.thread.pool.size={pool}")
         _, owners = view.wait_stable([p1, p2])
         theirs = {int(t.split()[1]) for t in owners["p2"]}
         wait_until(lambda: any(r.processor == "p2" for r in ownership_records(rec)), 60, "p2 to process", p2)
+        workers = [c.pid for c in psutil.Process(p2.proc.pid).children()]
+        assert len(workers) == (0 if pool == 1 else pool)
+        frozen_pids = [*workers, p2.proc.pid]
         stopped = time.monotonic_ns()
-        os.kill(p2.proc.pid, signal.SIGSTOP)  # the processor: with pool 1 its tasks run in it
+        for pid in workers:
+            os.kill(pid, signal.SIGSTOP)
+        if workers:  # input that arrives now is handed to the frozen workers: work queued in them
+            arrived = flow.count + 10 * PARTITIONS
+            wait_until(lambda: flow.count >= arrived, 30, "more input")
+        os.kill(p2.proc.pid, signal.SIGSTOP)
+        all_frozen = time.monotonic_ns()
         view.wait_stable([p1], timeout=60)  # its session expired: p1 took its tasks over
 
         def p1_runs_theirs() -> bool:
@@ -220,7 +233,8 @@ def test_a_processor_paused_past_its_session_abandons_its_tasks_and_rejoins(
 
         wait_until(p1_runs_theirs, 60, "p1 to process p2's old tasks", p1)
         continued = time.monotonic_ns()
-        os.kill(p2.proc.pid, signal.SIGCONT)
+        for pid in frozen_pids:
+            os.kill(pid, signal.SIGCONT)
         view.wait_stable([p1, p2], timeout=60)  # it rejoined as a new member
         assert "its ZooKeeper session expired" in p2.log_text()
         written = flow.stop()
@@ -236,9 +250,9 @@ def test_a_processor_paused_past_its_session_abandons_its_tasks_and_rejoins(
     late = [r for r in records if r.instance in before_pause and r.start_ns > continued]
     assert not late, f"p2 processed {len(late)} messages of its old tasks after it was continued: {late[:3]}"
     assert not missing_offsets(records, written, PARTITIONS)
-    # The message p2 was in the middle of when it was frozen ends when it is continued (a frozen
-    # process cannot be interrupted); its tasks run inline, one message at a time, so at most one
-    # such message spans the pause. Nothing else of p2's overlaps another processor's work.
-    frozen = [r for r in records if r.processor == "p2" and r.start_ns < stopped and r.end_ns > continued]
-    assert len(frozen) <= 1, frozen
+    # The message a process of p2 was in the middle of when it was frozen ends when it is continued
+    # (a frozen process cannot be interrupted); each runs one message at a time, so at most one such
+    # message per process spans the pause. Nothing else of p2's overlaps another processor's work.
+    frozen = [r for r in records if r.processor == "p2" and r.start_ns < all_frozen and r.end_ns > continued]
+    assert len(frozen) <= max(1, pool), frozen
     check_ownership([r for r in records if r not in frozen])

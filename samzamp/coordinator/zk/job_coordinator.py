@@ -34,7 +34,13 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import BadVersionError, ConnectionLoss, NoNodeError, OperationTimeoutError
+from kazoo.exceptions import (
+    BadVersionError,
+    ConnectionLoss,
+    NoNodeError,
+    OperationTimeoutError,
+    SessionExpiredError,
+)
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
 from samzamp.api.errors import SystemFailureError
@@ -119,6 +125,8 @@ class ZkJobCoordinator:
         # timeout; LEASE_SHARE of that leaves room for clocks and a server that granted less.
         self._lease_until = 0.0
         self._heartbeat: asyncio.Task[None] | None = None
+        # Told each new end of the lease (monotonic s; 0: none): the processor fences its workers.
+        self.on_lease: Callable[[float], None] | None = None
 
     # -- lifetime -------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -145,7 +153,7 @@ class ZkJobCoordinator:
             keys.job_name,
             keys.job_id,
         )
-        self._lease_until = time.monotonic() + LEASE_SHARE * zk.session_timeout_ms / 1000
+        self._set_lease(time.monotonic() + LEASE_SHARE * zk.session_timeout_ms / 1000)
         client.add_listener(self._on_session)  # kazoo calls it from its connection thread
         self._worker = self._loop.create_task(self._serve(), name="samzamp-zk-coordinator")
         self._heartbeat = self._loop.create_task(self._renew_lease(client, keys.processor(self.node)))
@@ -208,6 +216,10 @@ class ZkJobCoordinator:
                 await handlers[kind](arg)
             except asyncio.CancelledError:
                 raise
+            except SessionExpiredError:  # met before kazoo reported LOST
+                self._set_lease(0.0)
+                await self._fail(self._expired())
+                return
             except (ConnectionLoss, OperationTimeoutError) as e:
                 # The connection dropped: if the session survives, the event is handled again once
                 # kazoo reconnects (each handler may run twice); if not, LOST makes it rejoin.
@@ -368,20 +380,19 @@ class ZkJobCoordinator:
                 log.debug("lease of processor %s not renewed: %s", self.processor_id, e)
             else:
                 if stat is not None and stat.ephemeralOwner == client.client_id[0]:
-                    self._lease_until = sent + LEASE_SHARE * self._zk.session_timeout_ms / 1000
+                    self._set_lease(sent + LEASE_SHARE * self._zk.session_timeout_ms / 1000)
             await asyncio.sleep(period)
+
+    def _set_lease(self, until: float) -> None:
+        self._lease_until = until
+        if self.on_lease is not None:
+            self.on_lease(until)
 
     async def _on_session_state(self, state: str) -> None:
         assert self._loop is not None
         if state == KazooState.LOST:
-            self._lease_until = 0.0
-            await self._fail(
-                ZkSessionExpired(
-                    f"processor {self.processor_id}: its ZooKeeper session expired (it was silent longer than "
-                    f"job.coordinator.zk.session.timeout.ms = {self._zk.session_timeout_ms}); its tasks may run "
-                    "elsewhere now: it abandons them without a commit and joins the job again"
-                )
-            )
+            self._set_lease(0.0)
+            await self._fail(self._expired())
         elif state == KazooState.SUSPENDED:
             if self._disconnected is None:
                 log.warning("processor %s: disconnected from ZooKeeper", self.processor_id)
@@ -398,6 +409,13 @@ class ZkJobCoordinator:
             log.info("processor %s: connected to ZooKeeper again", self.processor_id)
             self._disconnected.cancel()
             self._disconnected = None
+
+    def _expired(self) -> ZkSessionExpired:
+        return ZkSessionExpired(
+            f"processor {self.processor_id}: its ZooKeeper session expired (it was silent longer than "
+            f"job.coordinator.zk.session.timeout.ms = {self._zk.session_timeout_ms}); its tasks may run "
+            "elsewhere now: it abandons them without a commit and joins the job again"
+        )
 
     def _client_or_fail(self) -> KazooClient:
         if self._client is None:

@@ -11,23 +11,34 @@ The timeout thus counts from the call's own start: never from queueing.
 The worker writes the start last and clears it after the call; the loop reads it first and again
 after the other fields, so it never reports a mix of two calls. Aligned 8-byte stores and loads are
 single instructions on the platforms samzamp runs on.
+
+A fifth field goes the other way: the fence (``set_fence``), written by the loop and read by the
+worker before each call. A standalone processor may process only while its ZooKeeper session is
+known to be alive; the fence is when that knowledge runs out (CLOCK_MONOTONIC ns; 0: no fence). A
+worker past it starts no call until the loop moves it on, or kills the worker: so a processor
+continued after a pause longer than its session, workers included, processes nothing of the tasks it
+has lost meanwhile.
 """
 
 from __future__ import annotations
 
 import mmap
 import os
+import time
 
-__all__ = ["CallSlot"]
+__all__ = ["FENCE", "CallSlot", "wait_for_fence"]
 
-_FIELDS = 4  # started_ns (0: not in process()), task index, SSP index, offset
+_FIELDS = 5  # started_ns (0: not in process()), task index, SSP index, offset; the fence (loop -> worker)
+FENCE = 4  # the field index of the fence
+FENCE_POLL_S = 0.005
 _BYTES = 8 * _FIELDS
 
 
 class CallSlot:
     """One worker's slot. The loop creates it (``create``) and hands ``fd`` to the worker, which
-    opens it with ``attach``. Only the worker writes ``fields`` (in its process loop, in the order
-    the module docstring gives); only the loop reads them (``current``)."""
+    opens it with ``attach``. Only the worker writes the call's ``fields`` (in its process loop, in
+    the order the module docstring gives) and only the loop reads them (``current``); only the loop
+    writes the fence (``set_fence``) and only the worker reads it."""
 
     def __init__(self, fd: int, owner: bool) -> None:
         self.fd = fd
@@ -59,9 +70,25 @@ class CallSlot:
         task, ssp, offset = f[1], f[2], f[3]
         return (started, task, ssp, offset) if f[0] == started else None
 
+    def set_fence(self, until_ns: int) -> None:
+        """The worker starts no process() call at or after ``until_ns`` (0: no fence)."""
+        self.fields[FENCE] = until_ns
+
     def close(self) -> None:
         self.fields.release()
         self._map.close()
         if self._owner and self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
+
+
+def wait_for_fence(fields: memoryview, now_ns: int) -> int:
+    """The worker's side of the fence: return at once while ``now_ns`` is before it, else wait until
+    the loop moves it past now (the loop kills the worker instead when its tasks are lost). The time
+    it returns at."""
+    while True:
+        fence = fields[FENCE]
+        if not fence or now_ns < fence:
+            return now_ns
+        time.sleep(FENCE_POLL_S)
+        now_ns = time.monotonic_ns()

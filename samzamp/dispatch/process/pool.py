@@ -351,6 +351,13 @@ class WorkerPool:
         if self._call_watch is None:
             self._watch_calls()
 
+    def set_fence(self, until_ns: int) -> None:
+        """No worker starts a process() call at or after ``until_ns`` (CLOCK_MONOTONIC; 0: no
+        fence) until it is moved on (calls.py): a standalone processor's lease on its session."""
+        for w in self.workers:
+            if not w.exited:
+                w.calls.set_fence(until_ns)
+
     def _watch_calls(self) -> None:
         now = time.monotonic_ns()
         for w in self.workers:
