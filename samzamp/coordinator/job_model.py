@@ -32,11 +32,13 @@ class TaskModel(msgspec.Struct, frozen=True):
 
 
 class ContainerModel(msgspec.Struct, frozen=True):
-    """The tasks one processor of a standalone job runs (Samza's ContainerModel), and where it runs."""
+    """The tasks one processor of a standalone job runs (Samza's ContainerModel), where it runs,
+    and ``node``: the registration (ZooKeeper node) the model was computed for."""
 
     processor_id: str
     location_id: str
     tasks: tuple[str, ...]
+    node: str = ""
 
 
 class JobModel(msgspec.Struct, frozen=True):

@@ -9,7 +9,7 @@ change wakes is a handful of processors).
 The leader, ``job.debounce.time.ms`` after the last change of the list: reads the processors and
 the task locality, has the processor compute the job model (``Calculate``: tasks from the inputs,
 grouped onto the processors), and publishes it as the next version with its barrier
-(``job_models.publish``), unless it would change nothing. When every processor of the model joined
+(``job_models.publish``). When every processor of the model joined
 the barrier it writes DONE; if ``job.coordinator.zk.consensus.timeout.ms`` passes first, TIMED_OUT,
 and it tries again after the debounce time.
 
@@ -33,6 +33,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
+import msgspec
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import (
     BadVersionError,
@@ -265,11 +266,15 @@ class ZkJobCoordinator:
         previous = await asyncio.to_thread(job_models.read_job_model, client, keys, latest) if latest else None
         locality = await asyncio.to_thread(_read_locality, client, keys)
         model = await self._calculate({d.processor_id: d.location_id for d in processors.values()}, previous, locality)
-        if previous is not None and latest is not None and _same_assignment(previous, model):
-            state = await asyncio.to_thread(_barrier_state, client, keys, latest)
-            if state in (BarrierState.NEW, BarrierState.DONE):
-                log.info("job model unchanged (version %d holds): nothing to publish", latest)
-                return
+        # Each container names the registration it was computed for: a processor restarted under
+        # the same processor.id must not take the tasks of a version computed for its predecessor.
+        node_of = {d.processor_id: node for node, d in processors.items()}
+        model = msgspec.structs.replace(
+            model,
+            containers={
+                pid: msgspec.structs.replace(c, node=node_of.get(pid, "")) for pid, c in model.containers.items()
+            },
+        )
         try:
             version = await asyncio.to_thread(job_models.publish, client, keys, model, sorted(model.containers))
         except BadVersionError:
@@ -320,6 +325,16 @@ class ZkJobCoordinator:
             return
         client, keys = self._client_or_fail(), self._keys
         model = await asyncio.to_thread(job_models.read_job_model, client, keys, version)
+        container = model.containers.get(self.processor_id)
+        if container is not None and container.node != self.node:
+            log.info(
+                "job model version %d was computed for an earlier registration of processor %s (node %s): "
+                "waiting for the next",
+                version,
+                self.processor_id,
+                container.node,
+            )
+            return
         self._seen = version
         self._current = model
         mine = model.of_processor(self.processor_id, version)
@@ -421,18 +436,6 @@ class ZkJobCoordinator:
         if self._client is None:
             raise SystemFailureError(f"processor {self.processor_id}: not connected to ZooKeeper")
         return self._client
-
-
-def _same_assignment(a: JobModel, b: JobModel) -> bool:
-    return a.tasks == b.tasks and a.containers == b.containers
-
-
-def _barrier_state(client: KazooClient, keys: ZkKeys, version: int) -> str | None:
-    try:
-        raw, _ = client.get(keys.barrier_state(version))
-    except NoNodeError:
-        return None
-    return str(raw.decode(errors="replace"))
 
 
 def _read_locality(client: KazooClient, keys: ZkKeys) -> dict[str, str]:
