@@ -17,6 +17,7 @@ from samzamp.coordinator.zk.client import connect
 from samzamp.coordinator.zk.keys import ZkKeys
 
 APPLIED = re.compile(r"job model version (\d+) applied by processor (\S+): (\d+) tasks")
+REGISTERED = re.compile(r"processor (\S+) at location (\S+) registered as")
 
 
 def standalone_config(
@@ -51,18 +52,33 @@ time.ms = {debounce_ms}
 
 
 class Processor(Container):
-    """``samzamp-container`` as processor ``pid`` at location ``location`` (its log: <tmp>/<pid>-<n>.log)."""
+    """``samzamp-container`` as processor ``pid`` at location ``location`` (its log: <tmp>/<pid>-<n>.log).
+    ``pid`` None: the processor generates its id, as when processor.id is not set (its log:
+    <tmp>/<location>-<n>.log); ``pid`` is then None until it registered."""
 
-    def __init__(self, config: Path, bootstrap: str, pid: str, location: str, *overrides: str, run: int = 0) -> None:
-        self.pid = pid
+    def __init__(
+        self, config: Path, bootstrap: str, pid: str | None, location: str, *overrides: str, run: int = 0
+    ) -> None:
+        self._pid = pid
+        self.location = location
+        given = (f"processor.id={pid}",) if pid is not None else ()
         super().__init__(
             config,
             bootstrap,
-            f"processor.id={pid}",
+            *given,
             f"processor.location.id={location}",
             *overrides,
-            log=config.parent / f"{pid}-{run}.log",
+            log=config.parent / f"{pid or location}-{run}.log",
         )
+
+    @property
+    def pid(self) -> str | None:
+        """Its processor id: as given, else the one it generated, once it registered."""
+        if self._pid is None:
+            m = REGISTERED.search(self.log_text())
+            if m is not None:
+                self._pid = m.group(1)
+        return self._pid
 
     def applied(self) -> list[int]:
         """The job model versions this processor applied, in order."""
