@@ -60,6 +60,7 @@ bench: ring
 	$(PY) bench/ipc.py
 	$(PY) bench/startup.py
 	$(PY) bench/elasticity.py
+	$(PY) bench/standalone.py
 
 bench-ipc: ring
 	$(PY) bench/ipc.py

@@ -225,14 +225,16 @@ def produce_input(bootstrap: str, n: int, topic: str = INPUT_TOPIC) -> float:
     return size / max(n, 1)
 
 
-def _assign_all(consumer: Consumer, topic: str) -> None:
-    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
+def _assign_all(consumer: Consumer, topic: str, partitions: int = PARTITIONS) -> None:
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
 
 
-def count_topic(bootstrap: str, topic: str, expected: int, timeout_s: float = 60.0) -> int:
+def count_topic(
+    bootstrap: str, topic: str, expected: int, timeout_s: float = 60.0, partitions: int = PARTITIONS
+) -> int:
     """Messages in ``topic``: read until ``expected`` are seen, then until 1 s passes with none new."""
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-count-{topic}", **CONSUMER_CONF})
-    _assign_all(c, topic)
+    _assign_all(c, topic, partitions)
     count = 0
     deadline = time.monotonic() + timeout_s
     quiet_until = None
@@ -352,9 +354,9 @@ class OutputWatch:
 
     PERIOD_S = 0.02
 
-    def __init__(self, bootstrap: str, topic: str) -> None:
+    def __init__(self, bootstrap: str, topic: str, partitions: int = PARTITIONS) -> None:
         self._admin = AdminClient({"bootstrap.servers": bootstrap})
-        self._request = {TopicPartition(topic, p): OffsetSpec.latest() for p in range(PARTITIONS)}
+        self._request = {TopicPartition(topic, p): OffsetSpec.latest() for p in range(partitions)}
 
     def poll(self) -> int:
         """Messages written so far, as ListOffsets tells (waits one sampling period first)."""
@@ -363,8 +365,12 @@ class OutputWatch:
 
     def count(self) -> int:
         """Messages written so far, as ListOffsets tells (at once)."""
+        return sum(self.offsets())
+
+    def offsets(self) -> list[int]:
+        """Each partition's latest offset, as ListOffsets tells (at once), in partition order."""
         futures = self._admin.list_offsets(self._request, request_timeout=10)
-        return sum(f.result().offset for f in futures.values())
+        return [futures[tp].result().offset for tp in self._request]
 
     def close(self) -> None:
         del self._admin

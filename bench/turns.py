@@ -11,7 +11,8 @@ measurements behind this and how a slice is measured.
 - ``Contender``: one configuration, its process groups, and its figures so far.
 - ``BurnReference``: the machine's own ceiling, k processes running only the CPU task's loop.
 - ``Runner``: a process under test that writes one output per input to its own output topic, counted
-  on the broker (noop.OutputWatch); ``start_container`` runs ``bin/samzamp-container`` as one.
+  on the broker (noop.OutputWatch); ``start_container`` runs ``bin/samzamp-container`` as one
+  (``container_args``: its command line).
 - ``take_turns`` lets the contenders run slice by slice until some runner is near its end;
   ``run_to_end`` then lets every runner finish, checks every output is written and that each exits 0.
 """
@@ -133,12 +134,13 @@ class Runner:
     """A process under test (a container, or a plain loop) that writes one output per input to
     ``out_topic``; its contender counts the outputs on the broker."""
 
-    def __init__(self, label: str, out_topic: str, bs: str, log_dir: Path) -> None:
+    def __init__(self, label: str, out_topic: str, bs: str, log_dir: Path, partitions: int = noop.PARTITIONS) -> None:
         self.label = label
         self.out_topic = out_topic
+        self.partitions = partitions
         self.log_path = log_dir / f"container-{out_topic}.log"
         self.proc: subprocess.Popen[bytes] | None = None
-        self.watch = noop.OutputWatch(bs, out_topic)
+        self.watch = noop.OutputWatch(bs, out_topic, partitions)
         self.contender = Contender(label, self.watch.count)
 
     def start(self, args: Sequence[str], env: dict[str, str]) -> None:
@@ -169,7 +171,7 @@ class Runner:
     def finish(self, bs: str, n: int) -> None:
         """Let it run to the end: every output written, then SIGTERM, exit 0, and no output lost."""
         assert self.proc is not None
-        written = noop.count_topic(bs, self.out_topic, n, timeout_s=600)
+        written = noop.count_topic(bs, self.out_topic, n, timeout_s=600, partitions=self.partitions)
         if written < n:
             self.check_alive()
             raise SystemExit(f"{self.label}: only {written}/{n} outputs")
@@ -202,9 +204,14 @@ def start_container(r: Runner, config: str, bs: str, workdir: Path, sets: Sequen
     settings and --set overrides and then ``sets``, and stop it at its first output."""
     toml_path = workdir / f"job-{r.out_topic}.toml"
     toml_path.write_text(config)
+    r.start(container_args(toml_path, bs, sets), bench_env(r.out_topic))
+
+
+def container_args(toml_path: Path, bs: str, sets: Sequence[str] = ()) -> list[str]:
+    """The command line of ``bin/samzamp-container`` with the job ``toml_path`` on broker ``bs``, noop's
+    consumer settings and --set overrides, and then ``sets``."""
     args = [str(noop.CONTAINER_BIN), str(toml_path), "--set", f"systems.kafka.bootstrap.servers={bs}"]
-    args += noop.extra_sets() + [a for kv in (*noop.EXTRA_SETS, *sets) for a in ("--set", kv)]
-    r.start(args, bench_env(r.out_topic))
+    return args + noop.extra_sets() + [a for kv in (*noop.EXTRA_SETS, *sets) for a in ("--set", kv)]
 
 
 def run_slice(c: Contender, slice_s: float, settle_s: float, broker_pid: int | None, measure: bool = True) -> None:
