@@ -1,25 +1,29 @@
 """``samzamp-drain job.toml [--run-id ID] [--wait] [--timeout S] [--set key=value]...``: drain a running job.
 
-Writes a drain notification for the job's running deployment to its coordinator stream
-(``__samza_coordinator_<job.name>_<job.id>``). The job's container sees it within
-job.drain-monitor.poll.interval.ms, stops fetching, processes everything it already fetched, emits
-its windows, commits and exits 0. Made to run from cron before an upgrade, e.g.::
+Writes a drain notification for the job's running deployment where the job keeps its run: its
+coordinator stream (``__samza_coordinator_<job.name>_<job.id>``), or for a standalone job
+(job.coordinator.factory = zk) ZooKeeper (job.coordinator.zk.connect; the broker is not needed).
+Each container of the run sees it within job.drain-monitor.poll.interval.ms, stops fetching,
+processes everything it already fetched, emits its windows, commits and exits 0. Made to run from
+cron before an upgrade, e.g.::
 
     55 3 * * *  cd /srv/jobs && bin/samzamp-drain configs/word-count.toml --wait --timeout 600 >> drain.log 2>&1
 
 Which run: ``--run-id``, else ``app.run.id`` from the config, else the running deployment the
-container published in the coordinator stream. ``--run-id`` must name the job's current run (or
+container published (the one run of all a standalone job's processors). ``--run-id`` must name the
+job's current run (or
 ``app.run.id``): a mistyped or old id would leave a notification nothing ever acts on. The run
 named by ``app.run.id`` may not have started yet: its container drains right after it starts.
 
 Idempotent: when the run already has a notification, none is added (the line says "already"); a run
 that already drained answers 0 again ("already drained"), so a cron retry after a timeout is safe.
-``--wait`` then waits until the run has drained (its container deletes the notification and
-records the run as drained), at most ``--timeout`` seconds.
+``--wait`` then waits until the run has drained (its container, or a standalone job's last
+processor of the run, records the run as drained and deletes the notification: so every processor
+of the run drained), at most ``--timeout`` seconds.
 
 Prints one line. Exit codes:
     0    drain requested (or already requested); with --wait: the run drained; the run already drained
-    1    failed: the broker cannot be reached, or (--wait) the run stopped without draining
+    1    failed: the broker (or ZooKeeper) cannot be reached, or (--wait) the run stopped without draining
     2    bad config or arguments (one line names the key)
     3    no running deployment found: the job never ran, its last run stopped (without a drain), or
          --run-id names a run that is not the job's current one
@@ -32,6 +36,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from typing import Protocol
 
 from samzamp.api.errors import ConfigError
 from samzamp.cli.common import (
@@ -46,7 +51,7 @@ from samzamp.cli.common import (
 )
 from samzamp.config import load_config, parse_overrides, validate
 from samzamp.config.settings import JobSettings
-from samzamp.coordinator.metadata_store import CoordinatorStreamStore
+from samzamp.coordinator.metadata_store import CoordinatorStreamStore, MetadataStore
 from samzamp.coordinator.run_id import RUN_NAMESPACE, RunRecord, RunState, read_current_run
 from samzamp.drain.notification import DRAIN_NAMESPACE, read_drain_notifications, write_drain_notification
 
@@ -68,7 +73,75 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _open_store(settings: JobSettings) -> CoordinatorStreamStore:
+class RunPlace(Protocol):
+    """Where the job keeps its run record and drain notifications."""
+
+    where: str
+
+    def namespace(self, namespace: str) -> MetadataStore: ...
+
+    def exists(self) -> bool:
+        """Whether the job ever wrote there."""
+
+    def prepare(self) -> None:
+        """Make it ready for a notification."""
+
+    def running(self) -> str:
+        """What is known of the processes running the run, for a message ('' when nothing)."""
+
+    def close(self) -> None: ...
+
+
+class _StreamPlace:
+    def __init__(self, store: CoordinatorStreamStore) -> None:
+        self._store = store
+        self.where = f"coordinator stream {store.topic}"
+
+    def namespace(self, namespace: str) -> MetadataStore:
+        return self._store.namespace(namespace)
+
+    def exists(self) -> bool:
+        return self._store.exists()
+
+    def prepare(self) -> None:
+        self._store.create_topic()
+
+    def running(self) -> str:
+        return ""
+
+    def close(self) -> None:
+        pass
+
+
+class _ZkPlace:
+    def __init__(self, settings: JobSettings) -> None:
+        # Here, not at the top: kazoo is an extra that a job of one container does not need.
+        from samzamp.coordinator.zk.keys import ZkKeys
+        from samzamp.coordinator.zk.runs import ZkRunView
+
+        assert settings.zk is not None
+        self._view = ZkRunView.open(settings.zk, ZkKeys(settings.name, settings.id))
+        self.where = self._view.where
+
+    def namespace(self, namespace: str) -> MetadataStore:
+        return self._view.namespace(namespace)
+
+    def exists(self) -> bool:
+        return self._view.exists()
+
+    def prepare(self) -> None:
+        pass  # a value's znode is created with its parents
+
+    def running(self) -> str:
+        return f"; {self._view.members()} processor(s) of the run still running"
+
+    def close(self) -> None:
+        self._view.close()
+
+
+def _open_store(settings: JobSettings) -> RunPlace:
+    if settings.zk is not None:  # a standalone job keeps its run in ZooKeeper (samzamp.coordinator.zk.runs)
+        return _ZkPlace(settings)
     system = settings.coordinator_system
     s = settings.systems[system]
     if s.factory != "kafka":
@@ -85,7 +158,9 @@ def _open_store(settings: JobSettings) -> CoordinatorStreamStore:
     clients = KafkaClientSettings.of(settings.name, settings.id, s, s.bootstrap_servers, "drain")
     admin = KafkaSystemAdmin(clients)
     producer = KafkaSystemProducer(clients)
-    return CoordinatorStreamStore(admin, producer, settings.coordinator_topic, settings.coordinator_replication_factor)
+    return _StreamPlace(
+        CoordinatorStreamStore(admin, producer, settings.coordinator_topic, settings.coordinator_replication_factor)
+    )
 
 
 def _say(job: str, text: str, err: bool = False) -> None:
@@ -97,7 +172,9 @@ def _describe(run: RunRecord) -> str:
     return f"run {run.run_id} {run.state.value} at {when} (host {run.host}, pid {run.pid})"
 
 
-def _target_run(job: str, settings: JobSettings, current: RunRecord | None, run_id: str | None) -> str | int:
+def _target_run(
+    job: str, settings: JobSettings, current: RunRecord | None, run_id: str | None, where: str
+) -> str | int:
     """The run to drain, or the exit code when there is none to drain."""
     configured = settings.run_id
     if run_id is not None and run_id != configured and (current is None or current.run_id != run_id):
@@ -107,7 +184,7 @@ def _target_run(job: str, settings: JobSettings, current: RunRecord | None, run_
     wanted = run_id or configured
     if wanted is None:
         if current is None:
-            _say(job, "no running deployment found (the job has no run in its coordinator stream)")
+            _say(job, f"no running deployment found (the job has no run in its {where})")
             return EXIT_NO_RUN
         wanted = current.run_id
     if current is not None and current.run_id == wanted:
@@ -120,15 +197,15 @@ def _target_run(job: str, settings: JobSettings, current: RunRecord | None, run_
     return wanted
 
 
-def drain(settings: JobSettings, store: CoordinatorStreamStore, run_id: str | None, wait: bool, timeout: float) -> int:
+def drain(settings: JobSettings, store: RunPlace, run_id: str | None, wait: bool, timeout: float) -> int:
     job = f"{settings.name}-{settings.id}"
     runs = store.namespace(RUN_NAMESPACE)
     notifications = store.namespace(DRAIN_NAMESPACE)
     current = read_current_run(runs) if store.exists() else None
-    target = _target_run(job, settings, current, run_id)
+    target = _target_run(job, settings, current, run_id, store.where)
     if isinstance(target, int):
         return target
-    store.create_topic()
+    store.prepare()
     mine = [n for n in read_drain_notifications(notifications) if n.run_id == target]
     if mine:
         notification, verb = mine[0], "already requested"
@@ -142,10 +219,11 @@ def drain(settings: JobSettings, store: CoordinatorStreamStore, run_id: str | No
     return _wait(job, store, target, notification.uuid, seen=bool(mine), timeout=timeout)
 
 
-def _wait(job: str, store: CoordinatorStreamStore, run_id: str, uuid: str, seen: bool, timeout: float) -> int:
+def _wait(job: str, store: RunPlace, run_id: str, uuid: str, seen: bool, timeout: float) -> int:
     """Wait until the run drained: its record says so, or its notification, once seen, is gone (the
-    container records the run as drained and then deletes its notifications, both after its final
-    commits; a restarted container may replace the record with a new run before this looks)."""
+    container, or a standalone run's last processor, records the run as drained and then deletes its
+    notifications, both after its final commits; a restarted container may replace the record with
+    a new run before this looks)."""
     runs = store.namespace(RUN_NAMESPACE)
     notifications = store.namespace(DRAIN_NAMESPACE)
     started = time.monotonic()
@@ -165,7 +243,7 @@ def _wait(job: str, store: CoordinatorStreamStore, run_id: str, uuid: str, seen:
             _say(
                 job,
                 f"timed out after {timeout:g} s: run {run_id} has not drained (is its container running with "
-                f"job.drain-monitor.enabled?); notification {uuid} stays",
+                f"job.drain-monitor.enabled?{store.running()}); notification {uuid} stays",
                 True,
             )
             return EXIT_TIMEOUT
@@ -179,7 +257,11 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_CONFIG
     try:
         settings = validate(load_config(args.config, parse_overrides(args.overrides)))
-        return drain(settings, _open_store(settings), args.run_id, args.wait, args.timeout)
+        store = _open_store(settings)
+        try:
+            return drain(settings, store, args.run_id, args.wait, args.timeout)
+        finally:
+            store.close()
     except Exception as e:
         return report_failure(PROG, e)
 

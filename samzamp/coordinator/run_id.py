@@ -8,6 +8,12 @@ overrides all this (then each deployment must set a new one, as Samza's planner 
 
 The current run is one record, ``samzamp-run-v1/current``, msgspec JSON: tools (``samzamp-drain``)
 read it to find the running deployment.
+
+Where the record lives is a ``Runs``: for a job of one container, ``StreamRuns``, the coordinator
+stream (this module's ``start_run``/``end_run``); for a standalone job, ``ZkRuns`` in
+``samzamp.coordinator.zk.runs``, ZooKeeper, where the run is shared by several processors and ends
+only when its last processor ends it. A job's drain notifications live in the same place as its run
+record (``Runs.namespace``), so that a processor and ``samzamp-drain`` look in one place.
 """
 
 from __future__ import annotations
@@ -17,12 +23,23 @@ import os
 import socket
 import time
 import uuid
+from typing import Protocol
 
 import msgspec
 
-from samzamp.coordinator.metadata_store import MetadataStore
+from samzamp.coordinator.metadata_store import CoordinatorStreamStore, MetadataStore
 
-__all__ = ["RUN_NAMESPACE", "RunRecord", "RunState", "end_run", "generate_run_id", "read_current_run", "start_run"]
+__all__ = [
+    "RUN_NAMESPACE",
+    "RunRecord",
+    "RunState",
+    "Runs",
+    "StreamRuns",
+    "end_run",
+    "generate_run_id",
+    "read_current_run",
+    "start_run",
+]
 
 RUN_NAMESPACE = "samzamp-run-v1"
 _CURRENT = "current"
@@ -63,11 +80,16 @@ def read_current_run(store: MetadataStore) -> RunRecord | None:
         return None  # written by another version: as if no run were known
 
 
-def start_run(store: MetadataStore, configured: str | None) -> tuple[RunRecord, str]:
-    """Publish this container's run (state RUNNING); returns it and how its id was chosen."""
+def start_run(store: MetadataStore, configured: str | None, others: int = 0) -> tuple[RunRecord, str]:
+    """Publish this container's run (state RUNNING); returns it and how its id was chosen.
+
+    ``others``: how many other processes run the job now (standalone); when there are any, this
+    one joins their run, the one in the record (Samza's RunIdGenerator: only the first generates)."""
     previous = read_current_run(store)
     if configured:
         run_id, how = configured, "app.run.id"
+    elif others and previous is not None:
+        run_id, how = previous.run_id, f"joined: {others} other processor{'s' if others > 1 else ''} of the run running"
     elif previous is not None and not previous.state.ended:
         run_id, how = previous.run_id, f"continued: the run's last container {previous.state.value} without stopping"
     else:
@@ -84,3 +106,42 @@ def end_run(store: MetadataStore, record: RunRecord, state: RunState) -> RunReco
     ended = msgspec.structs.replace(record, state=state, updated_ms=int(time.time() * 1000))
     store.put(_CURRENT, msgspec.json.encode(ended))
     return ended
+
+
+class Runs(Protocol):
+    """The run of this process's job: its id, how it ended, and the job's metadata beside it."""
+
+    where: str  # for messages: where the run record and drain notifications live
+
+    def namespace(self, namespace: str) -> MetadataStore:
+        """One namespace of the metadata store that holds the run record (and the drain notifications)."""
+
+    def start(self, configured: str | None) -> tuple[RunRecord, str]:
+        """Join the job's current run, or start a new one; the run and how its id was chosen."""
+
+    def end(self, record: RunRecord, state: RunState) -> tuple[RunRecord, int]:
+        """This process's part of the run ended with ``state``. Returns the record and how many other
+        processes still run it: with 0 the run itself ended so, and the record says ``state``."""
+
+    def close(self) -> None:
+        """Release what the runs hold (connections); idempotent."""
+
+
+class StreamRuns:
+    """The run of a job of one container, in its coordinator stream: that container is the run."""
+
+    def __init__(self, stream: CoordinatorStreamStore) -> None:
+        self._stream = stream
+        self.where = f"coordinator stream {stream.topic}"
+
+    def namespace(self, namespace: str) -> MetadataStore:
+        return self._stream.namespace(namespace)
+
+    def start(self, configured: str | None) -> tuple[RunRecord, str]:
+        return start_run(self._stream.namespace(RUN_NAMESPACE), configured)
+
+    def end(self, record: RunRecord, state: RunState) -> tuple[RunRecord, int]:
+        return end_run(self._stream.namespace(RUN_NAMESPACE), record, state), 0
+
+    def close(self) -> None:
+        pass

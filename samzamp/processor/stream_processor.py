@@ -1,8 +1,9 @@
 """StreamProcessor: one processor of a job, for as long as its process lives.
 
 It owns what outlasts any one job model: the systems (and the embedded broker), the worker
-processes, the metrics and their reporter, the run record in the coordinator stream, the drain
-monitor, signal handling and the job coordinator. The coordinator publishes job models; the
+processes, the metrics and their reporter, its part of the job's run (``Runs``: the coordinator
+stream, or ZooKeeper for a standalone job, where the processors share one run), the drain monitor,
+signal handling and the job coordinator. The coordinator publishes job models; the
 processor's ``SamzaContainer`` applies each (``SamzaContainer.apply``). With the passthrough
 coordinator (one processor owns every task) there is one model, published at start.
 
@@ -36,11 +37,11 @@ from samzamp.container.systems import Systems
 from samzamp.coordinator.job_model import JobModel
 from samzamp.coordinator.metadata_store import CoordinatorStreamStore
 from samzamp.coordinator.passthrough import PassthroughJobCoordinator
-from samzamp.coordinator.run_id import RUN_NAMESPACE, RunRecord, RunState, end_run, start_run
+from samzamp.coordinator.run_id import RunRecord, Runs, RunState, StreamRuns
 from samzamp.coordinator.zk.errors import ZkSessionExpired
 from samzamp.dispatch.process.pool import WorkerPool
 from samzamp.drain.monitor import DrainMonitor
-from samzamp.drain.notification import DRAIN_NAMESPACE, cleanup
+from samzamp.drain.notification import DRAIN_NAMESPACE, DrainNotification, cleanup
 from samzamp.extras import ZOOKEEPER, require
 from samzamp.gc_freeze import freeze_start_up
 from samzamp.metrics.registry import MetricsRegistry
@@ -74,6 +75,7 @@ class StreamProcessor:
         self.pool: WorkerPool | None = None
         self.container: SamzaContainer | None = None
         self.metadata: CoordinatorStreamStore | None = None
+        self.runs: Runs | None = None  # where this processor's run is recorded
         self.run_record: RunRecord | None = None
         self.drain_monitor: DrainMonitor | None = None
         self.standalone: Standalone | None = None  # this processor's membership of a standalone job
@@ -122,6 +124,8 @@ class StreamProcessor:
             if self.drain_monitor is not None:
                 self.drain_monitor.stop()
             await asyncio.to_thread(self.systems.stop)
+            if self.runs is not None:
+                await asyncio.to_thread(self.runs.close)
 
     def _handle_signals(self) -> None:
         loop = asyncio.get_running_loop()
@@ -283,7 +287,10 @@ class StreamProcessor:
         starting_checkpoints(model.tasks.values(), last, st.reset_inputs())
 
     async def _start_run(self) -> CoordinatorStreamStore:
-        """Create the coordinator stream and publish this processor's run id; the stream."""
+        """Create the coordinator stream and join the job's run; the stream.
+
+        The run of a job of one container is recorded in its coordinator stream; a standalone job's
+        in ZooKeeper, where its processors share one run (``samzamp.coordinator.zk.runs``)."""
         st = self.settings
         system = st.coordinator_system
         # Metadata writes happen at start and at the end, never while checkpoints are written.
@@ -294,44 +301,68 @@ class StreamProcessor:
             st.coordinator_replication_factor,
         )
         await asyncio.to_thread(metadata.create_topic)
-        record, how = await asyncio.to_thread(start_run, metadata.namespace(RUN_NAMESPACE), st.run_id)
+        if st.zk is None:
+            runs: Runs = StreamRuns(metadata)
+        else:
+            require(ZOOKEEPER)
+            from samzamp.coordinator.zk.keys import ZkKeys  # imports kazoo
+            from samzamp.coordinator.zk.runs import ZkRuns
+
+            runs = await asyncio.to_thread(ZkRuns.open, st.zk, ZkKeys(st.name, st.id))
+        self.runs = runs
+        record, how = await asyncio.to_thread(runs.start, st.run_id)
         self.run_record = record
         self.metrics.gauge("SamzaContainerMetrics", "run-id").set(record.run_id)
         log.info("job %s-%s: run id %s (%s)", st.name, st.id, record.run_id, how)
         return metadata
 
-    async def _end_run(self, state: RunState, why: str) -> None:
-        """Record in the metadata store how this run ended (best effort on failure paths)."""
-        if self.metadata is None or self.run_record is None:
-            return
-        store = self.metadata.namespace(RUN_NAMESPACE)
+    async def _end_run(self, state: RunState, why: str) -> int | None:
+        """Record that this processor's part of the run ended (best effort on failure paths): how
+        many other processors still run it (0: the run ended so), None when it could not be recorded."""
+        if self.runs is None or self.run_record is None:
+            return None
+        run_id = self.run_record.run_id
         try:
-            self.run_record = await asyncio.to_thread(end_run, store, self.run_record, state)
-            log.info("run %s %s", self.run_record.run_id, why)
+            self.run_record, others = await asyncio.to_thread(self.runs.end, self.run_record, state)
         except Exception as e:
-            log.warning("could not record that run %s %s: %s", self.run_record.run_id, why, e)
+            log.warning("could not record that run %s %s: %s", run_id, why, e)
+            return None
+        if others:
+            log.info("left run %s (%s): %d other processor(s) still run it", run_id, why, others)
+        else:
+            log.info("run %s %s", run_id, why)
+        return others
 
     async def _start_drain_monitor(self, run_loop: RunLoop) -> None:
         st = self.settings
-        if not st.drain_monitor_enabled or self.metadata is None or self.run_record is None:
+        if not st.drain_monitor_enabled or self.runs is None or self.run_record is None:
             return
+        standalone = self.standalone is not None
+
+        def on_drain(n: DrainNotification) -> None:
+            run_loop.drain(n.uuid)
+            # A standalone processor may hold no task (more processors than tasks, or between job
+            # models): nothing votes to stop its run loop, and the tasks it would get wait for a
+            # drained run. It has drained all it has.
+            if standalone and not run_loop.tasks:
+                run_loop.request_shutdown()
+
         self.drain_monitor = DrainMonitor(
-            self.metadata.namespace(DRAIN_NAMESPACE),
-            self.run_record.run_id,
-            st.drain_monitor_poll_ms,
-            lambda n: run_loop.drain(n.uuid),
+            self.runs.namespace(DRAIN_NAMESPACE), self.run_record.run_id, st.drain_monitor_poll_ms, on_drain
         )
         await self.drain_monitor.start()
 
     async def _finish_drain(self) -> None:
-        """The run drained: delete its notifications (so a tool sees it done) and record it."""
-        assert self.metadata is not None
+        """This processor drained: record it; the run's last processor deletes the run's
+        notifications (so a tool sees it done, and no processor still draining misses one)."""
+        assert self.runs is not None
         assert self.run_record is not None
-        store = self.metadata.namespace(DRAIN_NAMESPACE)
+        store = self.runs.namespace(DRAIN_NAMESPACE)
         run_id = self.run_record.run_id
         # The run is recorded as drained first: should the clean-up fail, a restart then starts a
         # new run, for which the leftover notification is stale.
-        await self._end_run(RunState.DRAINED, "drained")
+        if await self._end_run(RunState.DRAINED, "drained"):
+            return
         try:
             removed = await asyncio.to_thread(cleanup, store, run_id)
         except Exception as e:
