@@ -116,10 +116,10 @@ class Standalone:
         await container.apply(running.only(keep, self._generation))
         return True
 
-    async def apply(self, version: int, model: JobModel) -> None:
+    async def apply(self, version: int, model: JobModel) -> bool:
         container = self._container
         if self._stopping():
-            return
+            return False
         before = set(container.job_model.tasks)
         self._generation += 1
         await container.apply(JobModel(self._generation, model.tasks))
@@ -135,6 +135,7 @@ class Standalone:
             lost or "none",
             paused_ms,
         )
+        return True
 
     def failed(self, error: BaseException) -> None:
         log.error("%s: %s", type(error).__name__, error)

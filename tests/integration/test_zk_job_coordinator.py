@@ -48,12 +48,13 @@ class Member:
             self._log.append((time.monotonic(), "stopped", self.pid, frozenset(leaving)))
         return True
 
-    async def apply(self, version: int, model: JobModel) -> None:
+    async def apply(self, version: int, model: JobModel) -> bool:
         arriving = set(model.tasks) - self.running
         self._log.append((time.monotonic(), "started", self.pid, frozenset(arriving)))
         self.running = frozenset(model.tasks)
         self.versions.append(version)
         self.applied.set()
+        return True
 
     def failed(self, error: BaseException) -> None:
         self.errors.append(error)

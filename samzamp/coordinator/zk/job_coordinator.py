@@ -76,8 +76,9 @@ class Listener(Protocol):
         when the processor is stopping: it must not join (its tasks are still being committed,
         and its leaving makes the leader compute a version without it)."""
 
-    async def apply(self, version: int, model: JobModel) -> None:
-        """Run exactly ``model``'s tasks (this processor's part of ``version``): the barrier is DONE."""
+    async def apply(self, version: int, model: JobModel) -> bool:
+        """Run exactly ``model``'s tasks (this processor's part of ``version``): the barrier is DONE.
+        False when the processor is stopping and took none of them."""
 
     def failed(self, error: BaseException) -> None:
         """The coordinator cannot go on: stop the processor with ``error``."""
@@ -367,9 +368,9 @@ class ZkJobCoordinator:
             return
         model, self._current = self._current, None
         mine = model.of_processor(self.processor_id, version)
-        await self._listener.apply(version, mine)
         client, keys = self._client_or_fail(), self._keys
-        await asyncio.to_thread(_write_locality, client, keys, list(mine.tasks), self.location_id)
+        if await self._listener.apply(version, mine):  # a stopping processor took nothing: no locality
+            await asyncio.to_thread(_write_locality, client, keys, list(mine.tasks), self.location_id)
         if self.leader:
             await asyncio.to_thread(job_models.set_active_version, client, keys, version)
         paused_ms = round((time.monotonic() - (self._paused_at or time.monotonic())) * 1000)

@@ -14,6 +14,7 @@
         │           ├── barrier_state                      NEW, DONE or TIMED_OUT
         │           └── barrier_participants/<processor id>
         ├── taskLocality/<task name>                       data: the location id of the task's processor
+        ├── runId/{lock, processors/<seq>}                 the run's members (coordinator.zk.runs)
         └── metadata/<namespace>/<key>                     ZkMetadataStore values (see below)
 
 Samza's root is ``/app-<app.name>-<app.id>/...``; samzamp has no app.name nor app.id, so it uses
