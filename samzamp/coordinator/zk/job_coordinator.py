@@ -9,19 +9,23 @@ change wakes is a handful of processors).
 The leader, ``job.debounce.time.ms`` after the last change of the list: reads the processors and
 the task locality, has the processor compute the job model (``Calculate``: tasks from the inputs,
 grouped onto the processors), and publishes it as the next version with its barrier
-(``job_models.publish``). When every processor of the model joined
-the barrier it writes DONE; if ``job.coordinator.zk.consensus.timeout.ms`` passes first, TIMED_OUT,
-and it tries again after the debounce time.
+(``job_models.publish``), each container naming the registration it was computed for. When every
+processor of the model joined the barrier it writes DONE; if ``job.coordinator.zk.consensus.timeout.ms``
+passes first, TIMED_OUT, and it tries again after the debounce time.
 
 Every processor, on a new version: stops the tasks it gives up (``Listener.release``; in-flight work
 finished, final commit, stores closed), then joins the barrier; on DONE it starts its new tasks
 (``Listener.apply``) and writes the locality of its own tasks (only its own, as SAMZA-2632 says). A
-version superseded before its barrier completed is dropped for the newer one.
+version superseded before its barrier completed is dropped for the newer one, and a version computed
+for an earlier registration of the same processor id is not this processor's to run.
 
 Everything runs on the processor's event loop, one event at a time; kazoo's callbacks (its own
-threads) only queue events, and blocking ZooKeeper calls run in a thread. The session: a lost
-(expired) session, or a disconnection longer than the session timeout, fails the processor
-(``Listener.failed``) without a commit, since another processor may own its tasks by then.
+threads) only queue events, and blocking ZooKeeper calls run in a thread (an event that meets a
+dropped connection is handled again). The session: a heartbeat keeps a lease (``lease_valid``), the
+time within which the session is known to be alive, and the processor processes only inside it. An
+expired session fails the processor with ``ZkSessionExpired`` (``Listener.failed``): it abandons its
+tasks without a commit, since another processor may own them by then, and joins again; a
+disconnection longer than the session timeout fails it with ``ZkSessionError``: it stops.
 """
 
 from __future__ import annotations
