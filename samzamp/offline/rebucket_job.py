@@ -25,6 +25,7 @@ from samzamp.coordinator.grouper import task_order
 from samzamp.coordinator.metadata_store import CoordinatorStreamStore
 from samzamp.coordinator.run_id import RUN_NAMESPACE, RunState, read_current_run
 from samzamp.coordinator.task_history import CHANGELOG_NAMESPACE, SSP_NAMESPACE, TaskHistory, record_task_history
+from samzamp.extras import ZOOKEEPER, require
 from samzamp.offline.changelog import ChangelogSource
 from samzamp.offline.job import (
     OfflineError,
@@ -144,7 +145,11 @@ def _old_task(name: str, known: TaskHistory, last: dict[str, Checkpoint], store:
 def check_not_running(settings: JobSettings) -> None:
     """JobRunningError if the job's coordinator stream says a container runs: on this host with a live
     pid, or on another host (which cannot be checked from here). A container that died without saying
-    so (its pid is gone) does not count."""
+    so (its pid is gone) does not count. A standalone job runs while a processor is registered in
+    ZooKeeper as a member of its run (its node goes with its session)."""
+    if settings.zk is not None:
+        _check_no_processor(settings)
+        return
     system = settings.coordinator_system
     if settings.systems[system].factory != "kafka":
         return
@@ -172,6 +177,25 @@ def check_not_running(settings: JobSettings) -> None:
         f"job {settings.name}-{settings.id} is running (run {run.run_id}, {where}); stop it (SIGTERM) and run "
         "this again: a container writing while its state is re-bucketed would lose that state"
     )
+
+
+def _check_no_processor(settings: JobSettings) -> None:
+    assert settings.zk is not None
+    require(ZOOKEEPER)
+    from samzamp.coordinator.zk.keys import ZkKeys  # imports kazoo
+    from samzamp.coordinator.zk.runs import ZkRunView
+
+    view = ZkRunView.open(settings.zk, ZkKeys(settings.name, settings.id))
+    try:
+        members = view.members()
+    finally:
+        view.close()
+    if members:
+        raise JobRunningError(
+            f"job {settings.name}-{settings.id} is running ({members} processor(s) registered in {view.where}); "
+            "stop them (SIGTERM) and run this again: a processor writing while its state is re-bucketed would "
+            "lose that state"
+        )
 
 
 def _alive(pid: int) -> bool:

@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import msgspec
 import psutil
 import pytest
-from kafka_util import Container, create_topic, wait_until
+from kafka_util import ROOT, Container, child_env, counts_store, create_topic, wait_until
 from standalone_util import (
     InputFlow,
     Processor,
@@ -256,3 +258,33 @@ def test_a_processor_paused_past_its_session_abandons_its_tasks_and_rejoins(
     frozen = [r for r in records if r.processor == "p2" and r.start_ns < all_frozen and r.end_ns > continued]
     assert len(frozen) <= max(1, pool), frozen
     check_ownership([r for r in records if r not in frozen])
+
+
+def test_rebucketing_a_running_standalone_job_is_refused(broker, zookeeper, unique, tmp_path: Path) -> None:
+    """Its run lives in ZooKeeper: a registered processor is a running job, whatever the coordinator
+    stream says."""
+    bs = broker.bootstrap_servers
+    topic = f"in-{unique}"
+    create_topic(bs, topic, PARTITIONS)
+    job = f"rb-{unique}"
+    cfg, _ = standalone_config(
+        tmp_path,
+        job,
+        topic,
+        zookeeper.connect_string,
+        task_class="recording_tasks:StoreCountTask",
+        top=f'"job.logged.store.base.dir" = "{tmp_path / "state"}"',
+        extra=counts_store(f"kafka.counts-{unique}"),
+    )
+    view = ZkView(zookeeper.connect_string, job)
+    try:
+        p1 = Processor(cfg, bs, "p1", "A")
+        view.wait_stable([p1])
+        rebucket = [sys.executable, "-m", "samzamp.cli.rebucket_stores", str(cfg), "--set"]
+        rebucket += [f"systems.kafka.bootstrap.servers={bs}", "--from-factor", "1", "--set", "job.elasticity.factor=2"]
+        refused = subprocess.run(rebucket, cwd=str(ROOT), env=child_env(), capture_output=True, text=True, timeout=120)
+        assert refused.returncode == 3, refused.stderr
+        assert f"job {job}-1 is running (1 processor(s) registered in ZooKeeper" in refused.stderr
+        assert p1.stop() == 0
+    finally:
+        view.close()
