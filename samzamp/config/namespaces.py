@@ -1,8 +1,8 @@
 """What a key that samzamp does not read means, by where it sits: the rules of each namespace.
 
 * samzamp's namespaces (``job.``, ``task.``, ``app.``, ``metrics.``, ``serializers.``, ``systems.``,
-  ``streams.``, ``stores.``): every key is samzamp's, so an unknown one is an error, with a
-  did-you-mean. Inside them, three blocks pass through: Kafka client settings
+  ``streams.``, ``stores.``, and standalone mode's ``processor.`` and ``locationid.``): every key is
+  samzamp's, so an unknown one is an error, with a did-you-mean. Inside them, three blocks pass through: Kafka client settings
   (``systems.<s>.consumer.*``, ``producer.*``, ``kafka.*``) and Kafka topic configs
   (``streams.<id>.<config>``, ``systems.<s>.default.stream.<config>``,
   ``stores.<n>.changelog.kafka.<config>``), where only Kafka's own topic config names are accepted.
@@ -22,7 +22,7 @@ from samzamp.config.topic_configs import TOPIC_CONFIGS, is_topic_config
 
 __all__ = ["OWNED", "unknown_key"]
 
-OWNED = ("job", "task", "app", "metrics", "serializers", "systems", "streams", "stores")
+OWNED = ("job", "task", "app", "metrics", "serializers", "systems", "streams", "stores", "processor", "locationid")
 _CLIENT_BLOCKS = ("consumer", "producer", "kafka")  # systems.<s>.<block>.*: Kafka client settings
 
 # The part of each placeholder key after its name (samza.msg.serde, lmdb.map.size, ...), so that a

@@ -178,3 +178,14 @@ def test_a_standalone_key_in_a_passthrough_job_is_a_warning(key: str) -> None:
 @pytest.mark.parametrize("key", ["job.host-affinity.enabled", "yarn.samza.host-affinity.enabled"])
 def test_host_affinity_off_in_a_passthrough_job_is_accepted_silently(key: str) -> None:
     assert validate(Config({**MINIMAL, key: False})).warnings == ()
+
+
+@pytest.mark.parametrize(
+    ("typo", "meant"),
+    [("processor.locaton.id", "processor.location.id"), ("locationid.provider.factry", "locationid.provider.factory")],
+)
+def test_a_typo_in_standalone_mode_s_own_namespaces_is_an_error(typo: str, meant: str) -> None:
+    """Not a task's own setting taken silently: the processor would run at the host's location."""
+    error = _error(_zk(**{typo: "A"}))
+    assert error.key == typo
+    assert f"did you mean {meant!r}" in str(error)
