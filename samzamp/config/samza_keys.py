@@ -64,6 +64,11 @@ SAMZA_KEYS: tuple[SamzaKey, ...] = (
         harmless=_off(False),
     ),
     SamzaKey(
+        "processor.list",
+        "the processor ids Samza's JobModelCalculator hands the AllSspToSingleTaskGrouper",
+        "samzamp's leader reads the live processors from ZooKeeper",
+    ),
+    SamzaKey(
         "job.coordinator.monitor-*",
         "watching the inputs for new partitions or streams",
         "samzamp reads partition counts at start; restart the container after adding partitions",
