@@ -55,13 +55,14 @@ import noop
 from cpu_task import ITERATIONS, burn
 from turns import (
     SAMPLE_S,
-    BurnReference,
     Contender,
     Runner,
+    by_round,
+    median_of,
+    ratios,
     report_round,
-    run_to_end,
     start_container,
-    take_turns,
+    turns_round,
 )
 
 from samzamp.systems.kafka import EmbeddedBroker
@@ -138,26 +139,14 @@ def run_round(
         sets = tuple(variant.split(","))
         label = f"pool {max(pools)} {variant}"
         containers.append(Container(label, max(pools), f"bench-cpu-out-v{i}-{rep}", bs, log_dir, sets))
-    burns: list[BurnReference] = []
     for c in containers:
         c.commit_ms = COMMIT_MS * (len(containers) + len(pools))  # and a burn reference per pool size
-    try:
+
+    def launch() -> None:
         for c in containers:
             start(c, bs, rep, workdir)
-        for k in pools:
-            burns.append(BurnReference(k, workdir))
-        order = [c.contender for c in containers] + [b.contender for b in burns]
-        take_turns(order, list(containers), n, args.slice, args.settle, broker_pid)
-        for b in burns:
-            b.close()
-        burns = []
-        run_to_end(list(containers), bs, n)
-    finally:
-        for b in burns:
-            b.close()
-        for c in containers:
-            c.close()
-    return order
+
+    return turns_round(containers, launch, pools, n, args, broker_pid, bs, workdir)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -215,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
         broker.stop()
 
     def median(label: str, attr: str) -> float:
-        return statistics.median(getattr(res[label], attr) for res in rounds)
+        return median_of(rounds, label, attr)
 
     print()
     title = "cpu job, " + (f"median of {reps}" if reps > 1 else "1 round")
@@ -223,21 +212,21 @@ def main(argv: list[str] | None = None) -> int:
     for label in rounds[0]:
         if label.startswith("pool"):
             rate = median(label, "rate")
-            ratio = statistics.median(res[label].rate / res["pool 1"].rate for res in rounds)
+            ratio = statistics.median(ratios(rounds, label, "pool 1"))
             print(f"{label:<34}{rate:>10,.0f}{ratio:>10.2f}{median(label, 'startup_s'):>7.2f}s")
     if 2 in pools:
-        ratios = [res["pool 2"].rate / res["pool 1"].rate for res in rounds]
-        ceilings = [res["burn x2"].rate / res["burn x1"].rate for res in rounds]
+        scaling = ratios(rounds, "pool 2", "pool 1")
+        ceilings = ratios(rounds, "burn x2", "burn x1")
         if reps > 1:
-            print(f"\npool 2 / pool 1 by round: {', '.join(f'{x:.2f}' for x in ratios)}")
-            print(f"the machine's own 2 / 1 by round: {', '.join(f'{x:.2f}' for x in ceilings)}")
+            print(f"\npool 2 / pool 1 by round: {by_round(scaling)}")
+            print(f"the machine's own 2 / 1 by round: {by_round(ceilings)}")
         print(
             f"\nthe machine's own scaling (the task's loop alone, 2 processes / 1, in the same slices): "
             f"{statistics.median(ceilings):.2f}"
         )
-        efficiency = statistics.median(r / c for r, c in zip(ratios, ceilings, strict=True))
+        efficiency = statistics.median(r / c for r, c in zip(scaling, ceilings, strict=True))
         print(f"samzamp's efficiency (pool 2 / pool 1 over the machine's own, by round): {efficiency:.2f}")
-        print(f"cpu scaling pool 2 / pool 1: {statistics.median(ratios):.2f} (target >= {TARGET})")
+        print(f"cpu scaling pool 2 / pool 1: {statistics.median(scaling):.2f} (target >= {TARGET})")
     return 0
 
 

@@ -49,15 +49,16 @@ from cpu_scaling import COMMIT_MS, job_toml, per_message_us
 from cpu_task import ITERATIONS, burn
 from turns import (
     SAMPLE_S,
-    BurnReference,
     Contender,
     Runner,
     bench_env,
+    by_round,
+    median_of,
     report_round,
-    run_to_end,
     start_container,
-    take_turns,
+    turns_round,
 )
+from turns import ratios as round_ratios
 
 from samzamp.systems.kafka import EmbeddedBroker
 
@@ -115,27 +116,15 @@ def run_round(
     plain = Runner(PLAIN, f"bench-elastic-out-plain-{rep}", bs, log_dir)
     runners = [*containers, plain]
     commit_ms = COMMIT_MS * (len(runners) + len(pools))  # a burn reference per pool size
-    burns: list[BurnReference] = []
-    try:
+
+    def launch() -> None:
         for pool, c in zip(pools, containers, strict=True):
             config = job_toml(c.out_topic, pool, rep, commit_ms, input_topic=INPUT_TOPIC, factor=pool)
             start_container(c, config, bs, workdir)
         code = "import sys, elasticity; elasticity.plain_loop(*sys.argv[1:])"
         plain.start([sys.executable, "-c", code, bs, plain.out_topic], bench_env(plain.out_topic))
-        for k in pools:
-            burns.append(BurnReference(k, workdir))
-        order = [r.contender for r in runners] + [b.contender for b in burns]
-        take_turns(order, runners, n, args.slice, args.settle, broker_pid)
-        for b in burns:
-            b.close()
-        burns = []
-        run_to_end(runners, bs, n)
-    finally:
-        for b in burns:
-            b.close()
-        for r in runners:
-            r.close()
-    return order
+
+    return turns_round(runners, launch, pools, n, args, broker_pid, bs, workdir)
 
 
 def label(pool: int) -> str:
@@ -197,13 +186,10 @@ def report(rounds: list[dict[str, Contender]], pools: list[int]) -> None:
     """The medians over the rounds, and the ratios the benchmark is for."""
 
     def median(key: str, attr: str) -> float:
-        return statistics.median(getattr(res[key], attr) for res in rounds)
+        return median_of(rounds, key, attr)
 
     def ratios(a: str, b: str) -> list[float]:
-        return [res[a].rate / res[b].rate for res in rounds]
-
-    def by_round(xs: list[float]) -> str:
-        return ", ".join(f"{x:.2f}" for x in xs)
+        return round_ratios(rounds, a, b)
 
     reps = len(rounds)
     print()

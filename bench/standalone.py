@@ -80,15 +80,16 @@ from cpu_scaling import COMMIT_MS, job_toml, per_message_us
 from cpu_task import ITERATIONS
 from turns import (
     SAMPLE_S,
-    BurnReference,
     Contender,
     Runner,
     bench_env,
+    by_round,
     container_args,
+    median_of,
     report_round,
-    run_to_end,
-    take_turns,
+    turns_round,
 )
+from turns import ratios as round_ratios
 
 from samzamp.coordinator.job_model import JobModel
 from samzamp.coordinator.zk import job_models
@@ -318,25 +319,13 @@ def run_round(
     log_dir = Path(os.environ.get("BENCH_LOG_DIR") or workdir)
     jobs = [ZkJob(k, rep, bs, log_dir) for k in counts]
     commit_ms = COMMIT_MS * 2 * len(counts)  # a job and a burn reference per count take turns
-    burns: list[BurnReference] = []
-    try:
+
+    def launch() -> None:
         for j in jobs:
             config = zk_job_toml(j.out_topic, rep, commit_ms, zk_connect, TURNS_SESSION_MS, INPUT_TOPIC)
             j.launch(config, bs, workdir, zk_connect)
-        for k in counts:
-            burns.append(BurnReference(k, workdir))
-        order = [j.contender for j in jobs] + [b.contender for b in burns]
-        take_turns(order, list(jobs), n, args.slice, args.settle, broker_pid)
-        for b in burns:
-            b.close()
-        burns = []
-        run_to_end(list(jobs), bs, n)
-    finally:
-        for b in burns:
-            b.close()
-        for j in jobs:
-            j.close()
-    return order
+
+    return turns_round(jobs, launch, counts, n, args, broker_pid, bs, workdir)
 
 
 # -- the rebalance pause ------------------------------------------------------------------------------------
@@ -567,13 +556,10 @@ def report_rebalances(done: list[Rebalance]) -> None:
 
 def report_throughput(rounds: list[dict[str, Contender]], counts: list[int]) -> None:
     def median(key: str, attr: str) -> float:
-        return statistics.median(getattr(res[key], attr) for res in rounds)
+        return median_of(rounds, key, attr)
 
     def ratios(a: str, b: str) -> list[float]:
-        return [res[a].rate / res[b].rate for res in rounds]
-
-    def by_round(xs: list[float]) -> str:
-        return ", ".join(f"{x:.2f}" for x in xs)
+        return round_ratios(rounds, a, b)
 
     base = label(1)
     reps = len(rounds)

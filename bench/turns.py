@@ -30,6 +30,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import noop
 
@@ -286,6 +287,52 @@ def run_to_end(runners: list[Runner], bs: str, n: int) -> None:
         r.contender.signal(signal.SIGCONT)
     for r in runners:
         r.finish(bs, n)
+
+
+def turns_round(
+    runners: Sequence[Runner],
+    launch: Callable[[], None],
+    burn_counts: Sequence[int],
+    n: int,
+    args: Any,
+    broker_pid: int | None,
+    bs: str,
+    workdir: Path,
+) -> list[Contender]:
+    """One round: ``launch`` the runners (each alone, stopped at its first output), add a burn
+    reference per count, let all take turns (``args.slice``, ``args.settle``) until a runner is near
+    the end of its ``n`` outputs, then let the runners finish; everything is closed, also on failure.
+    The contenders, in the order they took turns."""
+    burns: list[BurnReference] = []
+    try:
+        launch()
+        burns = [BurnReference(k, workdir) for k in burn_counts]
+        order = [r.contender for r in runners] + [b.contender for b in burns]
+        take_turns(order, list(runners), n, args.slice, args.settle, broker_pid)
+        for b in burns:
+            b.close()
+        burns = []
+        run_to_end(list(runners), bs, n)
+    finally:
+        for b in burns:
+            b.close()
+        for r in runners:
+            r.close()
+    return order
+
+
+def median_of(rounds: list[dict[str, Contender]], label: str, attr: str) -> float:
+    """The median over the rounds of contender ``label``'s ``attr`` (rate, startup_s)."""
+    return statistics.median(getattr(res[label], attr) for res in rounds)
+
+
+def ratios(rounds: list[dict[str, Contender]], a: str, b: str) -> list[float]:
+    """``a``'s rate over ``b``'s, round by round."""
+    return [res[a].rate / res[b].rate for res in rounds]
+
+
+def by_round(xs: list[float]) -> str:
+    return ", ".join(f"{x:.2f}" for x in xs)
 
 
 def report_threads(res: dict[str, Contender]) -> None:
