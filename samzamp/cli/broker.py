@@ -11,11 +11,9 @@ Exit codes:
 
 from __future__ import annotations
 
-import signal
 import sys
-import threading
 
-from samzamp.cli.common import EXIT_OK, new_parser, report_failure
+from samzamp.cli.common import new_parser, serve_until_signalled
 from samzamp.systems.kafka.embedded import EmbeddedBroker
 
 __all__ = ["main"]
@@ -25,19 +23,11 @@ PROG = "samzamp-broker"
 
 def main(argv: list[str] | None = None) -> int:
     new_parser(PROG, "Run the embedded, memory-only Kafka-compatible broker (Tansu) on 127.0.0.1.").parse_args(argv)
-    stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
-    try:
-        broker = EmbeddedBroker(die_with_parent=True).start()
-    except Exception as e:
-        return report_failure(PROG, e)
-    print(f"bootstrap.servers={broker.bootstrap_servers}", flush=True)
-    try:
-        stop.wait()
-    finally:
-        broker.stop()
-    return EXIT_OK
+    return serve_until_signalled(
+        PROG,
+        lambda: EmbeddedBroker(die_with_parent=True).start(),
+        lambda broker: f"bootstrap.servers={broker.bootstrap_servers}",
+    )
 
 
 if __name__ == "__main__":

@@ -10,8 +10,11 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import signal
 import sys
-from typing import NoReturn
+import threading
+from collections.abc import Callable
+from typing import NoReturn, Protocol, TypeVar
 
 from samzamp._version import __version__
 from samzamp.api.errors import ConfigError, SamzampError
@@ -26,6 +29,7 @@ __all__ = [
     "add_log_level",
     "new_parser",
     "report_failure",
+    "serve_until_signalled",
     "setup",
     "user_code_from_cwd",
 ]
@@ -123,3 +127,29 @@ def report_failure(prog: str, error: BaseException) -> int:
         code = EXIT_FAILED
     print(line, file=sys.stderr, flush=True)
     return code
+
+
+class _Service(Protocol):
+    def stop(self) -> None: ...
+
+
+S = TypeVar("S", bound=_Service)
+
+
+def serve_until_signalled(prog: str, start: Callable[[], S], ready_line: Callable[[S], str]) -> int:
+    """Run what ``start`` starts (an embedded broker, ZooKeeper) until SIGINT or SIGTERM, printing
+    ``ready_line`` of it once it serves; stop it then. The exit code: EXIT_OK, or ``report_failure``'s
+    when it cannot start."""
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    try:
+        service = start()
+    except Exception as e:
+        return report_failure(prog, e)
+    print(ready_line(service), flush=True)
+    try:
+        stop.wait()
+    finally:
+        service.stop()
+    return EXIT_OK

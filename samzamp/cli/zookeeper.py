@@ -13,11 +13,9 @@ Exit codes:
 
 from __future__ import annotations
 
-import signal
 import sys
-import threading
 
-from samzamp.cli.common import EXIT_OK, new_parser, report_failure
+from samzamp.cli.common import new_parser, serve_until_signalled
 from samzamp.coordinator.zk.server import EmbeddedZooKeeper
 
 __all__ = ["main"]
@@ -27,19 +25,11 @@ PROG = "samzamp-zookeeper"
 
 def main(argv: list[str] | None = None) -> int:
     new_parser(PROG, "Run the embedded ZooKeeper (from pyspark's jars, on Java 17) on 127.0.0.1.").parse_args(argv)
-    stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
-    try:
-        zookeeper = EmbeddedZooKeeper(die_with_parent=True).start()
-    except Exception as e:
-        return report_failure(PROG, e)
-    print(f"job.coordinator.zk.connect={zookeeper.connect_string}", flush=True)
-    try:
-        stop.wait()
-    finally:
-        zookeeper.stop()
-    return EXIT_OK
+    return serve_until_signalled(
+        PROG,
+        lambda: EmbeddedZooKeeper(die_with_parent=True).start(),
+        lambda zookeeper: f"job.coordinator.zk.connect={zookeeper.connect_string}",
+    )
 
 
 if __name__ == "__main__":
