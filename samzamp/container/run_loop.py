@@ -569,6 +569,9 @@ class RunLoop:
         log.info("drain %s: fetching stopped with %d messages buffered", notification, buffered)
         # The newest offset fetched per SSP: the drain processes up to here (JSON, for tools and tests).
         log.info("drain point: %s", json.dumps({str(s): o for s, o in self.drain_point.items()}))
+        if not self.tasks:  # nothing to drain (a standalone processor may hold no task): drained
+            log.info("every task is drained (this container holds none)")
+            self.shutdown_requested = True
         self.wake()
 
     @property

@@ -41,7 +41,7 @@ from samzamp.coordinator.run_id import RunRecord, Runs, RunState, StreamRuns
 from samzamp.coordinator.zk.errors import ZkSessionExpired
 from samzamp.dispatch.process.pool import WorkerPool
 from samzamp.drain.monitor import DrainMonitor
-from samzamp.drain.notification import DRAIN_NAMESPACE, DrainNotification, cleanup
+from samzamp.drain.notification import DRAIN_NAMESPACE, cleanup
 from samzamp.extras import ZOOKEEPER, require
 from samzamp.gc_freeze import freeze_start_up
 from samzamp.metrics.registry import MetricsRegistry
@@ -337,18 +337,11 @@ class StreamProcessor:
         st = self.settings
         if not st.drain_monitor_enabled or self.runs is None or self.run_record is None:
             return
-        standalone = self.standalone is not None
-
-        def on_drain(n: DrainNotification) -> None:
-            run_loop.drain(n.uuid)
-            # A standalone processor may hold no task (more processors than tasks, or between job
-            # models): nothing votes to stop its run loop, and the tasks it would get wait for a
-            # drained run. It has drained all it has.
-            if standalone and not run_loop.tasks:
-                run_loop.request_shutdown()
-
         self.drain_monitor = DrainMonitor(
-            self.runs.namespace(DRAIN_NAMESPACE), self.run_record.run_id, st.drain_monitor_poll_ms, on_drain
+            self.runs.namespace(DRAIN_NAMESPACE),
+            self.run_record.run_id,
+            st.drain_monitor_poll_ms,
+            lambda n: run_loop.drain(n.uuid),
         )
         await self.drain_monitor.start()
 
