@@ -24,7 +24,7 @@ from samzamp.coordinator.grouper import task_order
 from samzamp.coordinator.job_model import ContainerModel, JobModel
 from samzamp.coordinator.location import location_id, processor_id
 from samzamp.coordinator.passthrough import PassthroughJobCoordinator
-from samzamp.coordinator.zk.job_coordinator import ZkJobCoordinator
+from samzamp.coordinator.zk.job_coordinator import METRICS_GROUP, ZkJobCoordinator
 from samzamp.coordinator.zk.keys import ZkKeys
 from samzamp.metrics.registry import MetricsRegistry
 
@@ -55,8 +55,9 @@ class Standalone:
         self._container = container
         self._check_factor = check_factor
         self._generation = 0
-        self._released_at: float | None = None
+        self._paused_since: float | None = None  # this rebalance's first release, until its apply
         self._lost: list[str] = []
+        self._m_pause_ms = metrics.gauge(METRICS_GROUP, "last-rebalance-pause-ms")
         self.coordinator = ZkJobCoordinator(
             zk,
             ZkKeys(settings.name, settings.id),
@@ -105,12 +106,14 @@ class Standalone:
         container = self._container
         running = container.job_model
         keep = [n for n, t in running.tasks.items() if same_task(t, model.tasks.get(n))]
-        self._released_at = time.monotonic()
+        if self._paused_since is None:  # a version superseding one not applied yet: the same pause
+            self._paused_since = time.monotonic()
         if self._stopping():
             return False
         if len(keep) == len(running.tasks):
             return True
-        lost = self._lost = sorted(set(running.tasks) - set(keep), key=task_order)
+        lost = sorted(set(running.tasks) - set(keep), key=task_order)
+        self._lost += lost  # until the apply that ends this rebalance, over superseded versions too
         log.info("job model version %d: stopping %d tasks that leave this processor: %s", version, len(lost), lost)
         self._generation += 1
         await container.apply(running.only(keep, self._generation))
@@ -124,7 +127,9 @@ class Standalone:
         self._generation += 1
         await container.apply(JobModel(self._generation, model.tasks))
         gained = sorted(set(model.tasks) - before, key=task_order)
-        paused_ms = (time.monotonic() - self._released_at) * 1000 if self._released_at is not None else 0.0
+        since, self._paused_since = self._paused_since, None
+        paused_ms = (time.monotonic() - since) * 1000 if since is not None else 0.0
+        self._m_pause_ms.set(round(paused_ms))
         lost, self._lost = self._lost, []
         log.info(
             "job model version %d applied by processor %s: %d tasks; gained %s; lost %s; paused %.0f ms",

@@ -225,7 +225,8 @@ class TaskRuntime:
                 size = (len(key_bytes) if key_bytes else 0) + (len(value_bytes) if value_bytes else 0)
                 started = clock()
                 if calls is not None:
-                    if calls[FENCE] and started >= calls[FENCE]:
+                    fence = calls[FENCE]
+                    if fence and started >= fence:
                         started = wait_for_fence(calls, started)
                     calls[1] = slot_task
                     calls[2] = index

@@ -123,9 +123,7 @@ class ZkJobCoordinator:
         self._stopping = False
         self.m_version = metrics.gauge(METRICS_GROUP, "job-model-version")
         self.m_rebalances = metrics.counter(METRICS_GROUP, "rebalances")
-        self.m_pause_ms = metrics.gauge(METRICS_GROUP, "last-rebalance-pause-ms")
         self.m_leader = metrics.gauge(METRICS_GROUP, "is-leader")
-        self._paused_at: float | None = None
         # Until when this processor may process: a heartbeat that found its node alive in its own
         # session at ``sent`` proves the session cannot expire before ``sent`` + the session
         # timeout; LEASE_SHARE of that leaves room for clocks and a server that granted less.
@@ -343,8 +341,6 @@ class ZkJobCoordinator:
         self._seen = version
         self._current = model
         mine = model.of_processor(self.processor_id, version)
-        if self._paused_at is None:
-            self._paused_at = time.monotonic()
         if not await self._listener.release(version, mine):
             log.info("job model version %d: not joining its barrier, this processor is stopping", version)
             return
@@ -377,11 +373,8 @@ class ZkJobCoordinator:
             await asyncio.to_thread(_write_locality, client, keys, list(mine.tasks), self.location_id)
         if self.leader:
             await asyncio.to_thread(job_models.set_active_version, client, keys, version)
-        paused_ms = round((time.monotonic() - (self._paused_at or time.monotonic())) * 1000)
-        self._paused_at = None
         self.m_version.set(version)
         self.m_rebalances.count += 1
-        self.m_pause_ms.set(paused_ms)
 
     # -- the session ----------------------------------------------------------------------------
     def lease_valid(self) -> bool:
