@@ -103,7 +103,7 @@ def test_the_last_ten_job_models_and_barriers_are_kept(zookeeper, unique) -> Non
         ensure_root(client, keys)
         model = JobModel(0, TASKS, {"a": ContainerModel("a", "A", tuple(TASKS))})
         for _ in range(13):
-            version = job_models.publish(client, keys, model, ["a"])
+            version = job_models.publish(client, keys, model)
             job_models.cleanup(client, keys, version)
         assert version == 13
         assert sorted(int(n) for n in client.get_children(keys.job_models_dir)) == list(range(4, 14))

@@ -18,7 +18,7 @@ from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from samzamp.coordinator.zk.keys import ZkKeys, decode_name
 
-__all__ = ["BarrierState", "complete_if_joined", "create_barrier", "join", "read_state", "time_out"]
+__all__ = ["BarrierState", "complete_if_joined", "create_barrier", "join", "time_out"]
 
 
 class BarrierState(enum.StrEnum):
@@ -43,17 +43,6 @@ def join(client: KazooClient, keys: ZkKeys, version: int, processor_id: str) -> 
     except NoNodeError:
         return False
     return True
-
-
-def read_state(client: KazooClient, keys: ZkKeys, version: int) -> BarrierState | None:
-    try:
-        raw, _ = client.get(keys.barrier_state(version))
-    except NoNodeError:
-        return None
-    try:
-        return BarrierState(raw.decode())
-    except (UnicodeDecodeError, ValueError):
-        return None
 
 
 def _move(client: KazooClient, keys: ZkKeys, version: int, to: BarrierState) -> bool:

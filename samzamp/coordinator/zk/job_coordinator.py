@@ -279,7 +279,7 @@ class ZkJobCoordinator:
             },
         )
         try:
-            version = await asyncio.to_thread(job_models.publish, client, keys, model, sorted(model.containers))
+            version = await asyncio.to_thread(job_models.publish, client, keys, model)
         except BadVersionError:
             log.info("another leader published meanwhile: computing again")
             self._schedule_regenerate()

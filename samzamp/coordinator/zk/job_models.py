@@ -28,7 +28,6 @@ __all__ = [
     "PublishedJobModel",
     "cleanup",
     "publish",
-    "read_active_version",
     "read_job_model",
     "read_version",
     "set_active_version",
@@ -68,11 +67,6 @@ def read_version(client: KazooClient, keys: ZkKeys) -> int | None:
     return _read_int(client, keys.job_model_version)
 
 
-def read_active_version(client: KazooClient, keys: ZkKeys) -> int | None:
-    """The last version whose barrier completed."""
-    return _read_int(client, keys.active_job_model_version)
-
-
 def read_job_model(client: KazooClient, keys: ZkKeys, version: int) -> JobModel:
     """The job model of ``version``; ZkProtocolError when another format (another samzamp) wrote it."""
     path = keys.job_model(version)
@@ -91,9 +85,9 @@ def read_job_model(client: KazooClient, keys: ZkKeys, version: int) -> JobModel:
         raise ZkProtocolError(path, f"{FORMAT} that does not decode ({e})", FORMAT) from e
 
 
-def publish(client: KazooClient, keys: ZkKeys, model: JobModel, participants: list[str]) -> int:
-    """Write ``model`` as the next version, with its barrier (state NEW, waiting for
-    ``participants``), then announce it in ``jobModelVersion``; the version. Raises BadVersionError
+def publish(client: KazooClient, keys: ZkKeys, model: JobModel) -> int:
+    """Write ``model`` as the next version, with its barrier (state NEW, waiting for every processor
+    of the model), then announce it in ``jobModelVersion``; the version. Raises BadVersionError
     when another leader published meanwhile."""
     client.ensure_path(keys.job_model_generation_dir)
     try:
@@ -104,7 +98,7 @@ def publish(client: KazooClient, keys: ZkKeys, model: JobModel, participants: li
     version = latest + 1
     published = PublishedJobModel(FORMAT, version, msgspec.structs.replace(model, generation=version))
     write_value(client, keys.job_model(version), msgspec.json.encode(published))
-    create_barrier(client, keys, version, participants)
+    create_barrier(client, keys, version, sorted(model.containers))
     if expected < 0:
         try:
             client.create(keys.job_model_version, str(version).encode())
