@@ -550,6 +550,25 @@ class SystemConsumers:
         thread only appends."""
         return self._buffers[lane]
 
+    def caught_up_to(self, lane: Lane) -> int | None:
+        """The newest offset fetched of ``lane``'s partition, if every message of ``lane`` fetched so
+        far was taken from here (nothing buffered, the chooser holds none); None otherwise, and while
+        nothing was fetched since the partition was (re)registered.
+
+        Loop thread. The fetch thread buffers a poll's messages before it moves this offset, and only
+        the loop takes them out, so once the lane is seen empty after the offset was read, its task has
+        been handed everything of the lane up to that offset. For a key-bucket lane that is a position
+        past its own last message: a bucket that gets few messages, or none, keeps up with its
+        siblings this way (``RunLoop`` moves its task's low watermark there).
+        """
+        reader = self._reader_of.get(lane)
+        if reader is None:
+            return None
+        upto = self._fetched_upto.get(reader.ssp)  # first: see the docstring
+        if upto is None or lane not in self._needed or self._buffers[lane]:
+            return None
+        return upto
+
     def try_update(self, lane: Lane) -> None:
         """The envelope last chosen from ``lane`` was taken: hand the chooser the next one. Nothing
         for a lane removed since (its task finishing the last envelope it took)."""

@@ -623,6 +623,7 @@ class RunLoop:
 
     def _start_commit(self, ti: RunLoopTask, then: Callable[[], None] | None = None) -> None:
         st = ti.state
+        self._catch_up(ti)
         st.need_commit = False
         st.commit_in_flight = True
         self.m_commit_calls.count += 1
@@ -646,6 +647,24 @@ class RunLoop:
         fut = self._loop.create_task(run())
         self._commits.add(fut)
         fut.add_done_callback(self._commits.discard)
+
+    def _catch_up(self, ti: RunLoopTask) -> None:
+        """Move ``ti``'s low watermark of each SSP it has finished everything fetched of up to the
+        partition's fetched position (``SystemConsumers.caught_up_to``). This is what moves the
+        checkpoint of a key bucket that gets few messages, or none: its partition is read from the
+        lowest checkpoint among its buckets, so a bucket left behind would have every restart read
+        the partition again from there. Only with nothing of ``ti`` in flight (a commit after
+        task.shutdown.ms may have some) and nothing of the lane pending."""
+        if ti.state.messages_in_flight:
+            return
+        pending = {lane for lane, _ in ti.state.pending}
+        last = ti.last_processed
+        for lane, ssp in self._lanes.get(ti, {}).items():
+            if lane in pending:
+                continue
+            upto = self._consumers.caught_up_to(lane)
+            if upto is not None and upto > last.get(ssp, -1):
+                last[ssp] = upto
 
     # -- shutdown -------------------------------------------------------------------------------
     async def _shutdown(self) -> None:

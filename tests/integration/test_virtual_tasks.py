@@ -268,3 +268,40 @@ def test_drain_of_virtual_tasks_loses_and_repeats_nothing(broker, unique, tmp_pa
     assert c.stop() == 0, c.log_text()[-3000:]
     seen = _seen_offsets(rec)
     assert sorted(seen) == sorted((p, o) for p, n in written.items() for o in range(n)), "lost or repeated"
+
+
+@pytest.mark.parametrize("pool", [0, 2])
+def test_a_bucket_with_few_messages_or_none_checkpoints_its_partitions_position(
+    broker, unique, tmp_path: Path, pool: int
+) -> None:
+    # A partition is read from the lowest checkpoint among its buckets: a bucket whose checkpoint
+    # stayed at its last message (or at none) would have every restart read the partition again.
+    factor = 4
+    topic = f"in-{unique}"
+    create_topic(broker.bootstrap_servers, topic, 1)
+    keys_of: dict[int, list[bytes]] = defaultdict(list)
+    for j in range(200):
+        key = f"k{j}".encode()
+        keys_of[key_bucket(key, 0, factor)].append(key)
+    # Bucket 2 gets messages only at the start, bucket 3 none; buckets 0 and 1 get the rest.
+    keys = [*keys_of[2][:5], *[k for _ in range(20) for k in (*keys_of[0][:5], *keys_of[1][:5])]]
+    p = Producer({"bootstrap.servers": broker.bootstrap_servers, "linger.ms": 5})
+    for key in keys:
+        p.produce(topic, b"v", key, partition=0)
+    assert p.flush(30) == 0
+    cfg, rec = virtual_job(tmp_path, unique, topic)
+    overrides = (f"job.elasticity.factor={factor}", f"job.container.thread.pool.size={pool}")
+    c = Container(cfg, broker.bootstrap_servers, *overrides, log=tmp_path / "run-0.log")
+    wait_until(lambda: _processed(rec) >= len(keys), 120, "every message processed", c)
+    assert c.stop() == 0, c.log_text()[-3000:]
+
+    last = _checkpoints_never_go_back(broker.bootstrap_servers, f"vt-{unique}")
+    end = len(keys) - 1
+    checkpointed = {kb: last.get(f"Partition 0_{kb}_{factor}", {}).get((topic, 0, kb)) for kb in range(factor)}
+    assert checkpointed == dict.fromkeys(range(factor), end)
+    # The next deployment starts every bucket at the partition's end: nothing is read again.
+    c = Container(cfg, broker.bootstrap_servers, *overrides, log=tmp_path / "run-1.log")
+    wait_until(lambda: "starting offsets" in c.log_text(), 60, "the next deployment to start", c)
+    assert c.stop() == 0, c.log_text()[-3000:]
+    starts = next(line for line in c.log_text().splitlines() if "starting offsets" in line)
+    assert starts.count(f": {end + 1}") == factor, starts

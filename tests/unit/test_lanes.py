@@ -211,3 +211,24 @@ def test_a_slow_bucket_holds_its_partition_back_but_never_lets_the_buffers_grow_
     assert fast == expected(len(fast) + 1000, 2, 0)[: len(fast)]  # in order, none skipped
     assert fast, "the fast bucket read nothing"
     assert P0 in sc._paused  # the partition waits for its slow bucket, as Samza's virtual tasks do
+
+
+
+def test_a_lane_is_caught_up_to_its_partitions_fetched_offset_once_it_took_everything_fetched() -> None:
+    n = 200
+    sc, _, _ = lanes(keyed(n), factor=4)
+    sc.add({bucket(kb): OLDEST for kb in range(4)})
+    assert sc.caught_up_to(bucket(0)) is None  # nothing fetched yet
+    want = {bucket(kb): len(expected(n, 4, kb)) for kb in range(4)}
+    r = Reader(sc)
+
+    async def main() -> list[int | None]:
+        r.start()
+        await r.read_until(lambda: sum(map(len, r.seen.values())) > 0, "a first message")
+        fetched_not_taken = [sc.caught_up_to(bucket(kb)) for kb in range(4)]
+        await r.read_until(lambda: all(len(r.offsets(b)) >= k for b, k in want.items()), "everything")
+        sc.stop()
+        return fetched_not_taken
+
+    assert asyncio.run(main()) == [None] * 4  # each had messages buffered or held by the chooser
+    assert [sc.caught_up_to(bucket(kb)) for kb in range(4)] == [n - 1] * 4
