@@ -38,6 +38,14 @@ def _owned_once(owners: dict[str, set[str]]) -> None:
     assert sorted(listed) == sorted(ALL_TASKS), owners
 
 
+def _every_input_processed(flow: InputFlow, rec: Path, last: Processor) -> int:
+    """Stop the input flow and wait until every offset it wrote was processed (by ``last`` or before
+    it); how many messages it wrote, for the checks after."""
+    written = flow.stop()
+    wait_until(lambda: not missing_offsets(ownership_records(rec), written, PARTITIONS), 120, "every input", last)
+    return written
+
+
 def test_scale_out_and_in_moves_only_what_it_must(broker, zookeeper, unique, tmp_path: Path) -> None:
     bs = broker.bootstrap_servers
     topic = f"in-{unique}"
@@ -75,8 +83,7 @@ def test_scale_out_and_in_moves_only_what_it_must(broker, zookeeper, unique, tmp
         steps.append(("p2 leaves", moved(owners, after), leaving))
         assert after == {"p3": ALL_TASKS}
         assert [(what, n) for what, n, _ in steps] == [(what, n) for what, _, n in steps]
-        written = flow.stop()
-        wait_until(lambda: not missing_offsets(ownership_records(rec), written, PARTITIONS), 120, "every input", p3)
+        written = _every_input_processed(flow, rec, p3)
         assert p3.stop() == 0, p3.log_text()[-3000:]
     finally:
         flow.stop()
@@ -127,8 +134,7 @@ def test_failover_after_sigkill_of_the_leader_then_a_follower(broker, zookeeper,
         _, owners = view.wait_stable([leader], timeout=bound_s)
         assert time.monotonic() - killed < bound_s
         assert owners == {leader.pid: ALL_TASKS}
-        written = flow.stop()
-        wait_until(lambda: not missing_offsets(ownership_records(rec), written, PARTITIONS), 120, "every input", leader)
+        written = _every_input_processed(flow, rec, leader)
         assert leader.stop() == 0, leader.log_text()[-3000:]
     finally:
         flow.stop()
@@ -239,8 +245,7 @@ def test_a_processor_paused_past_its_session_abandons_its_tasks_and_rejoins(
             os.kill(pid, signal.SIGCONT)
         view.wait_stable([p1, p2], timeout=60)  # it rejoined as a new member
         assert "its ZooKeeper session expired" in p2.log_text()
-        written = flow.stop()
-        wait_until(lambda: not missing_offsets(ownership_records(rec), written, PARTITIONS), 120, "every input", p1)
+        written = _every_input_processed(flow, rec, p1)
         assert p1.stop() == 0, p1.log_text()[-3000:]
         assert p2.stop() == 0, p2.log_text()[-3000:]
     finally:
