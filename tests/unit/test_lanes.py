@@ -213,7 +213,6 @@ def test_a_slow_bucket_holds_its_partition_back_but_never_lets_the_buffers_grow_
     assert P0 in sc._paused  # the partition waits for its slow bucket, as Samza's virtual tasks do
 
 
-
 def test_a_lane_is_caught_up_to_its_partitions_fetched_offset_once_it_took_everything_fetched() -> None:
     n = 200
     sc, _, _ = lanes(keyed(n), factor=4)
