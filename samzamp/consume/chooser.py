@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from samzamp.consume.lane import Lane
-from samzamp.systems.base import RawMessage
+from samzamp.consume.packed import Buffered
 
 __all__ = ["MessageChooser"]
 
@@ -20,10 +20,10 @@ class MessageChooser(Protocol):
     chosen and taken for processing; ``choose`` returns None when it holds nothing.
     """
 
-    def update(self, ssp: Lane, message: RawMessage) -> None:
+    def update(self, ssp: Lane, message: Buffered) -> None:
         """Offer ``ssp``'s next envelope."""
 
-    def choose(self) -> tuple[Lane, RawMessage] | None:
+    def choose(self) -> tuple[Lane, Buffered] | None:
         """Take the envelope to handle next, or None."""
 
     def remove(self, ssp: Lane) -> None:
@@ -31,4 +31,4 @@ class MessageChooser(Protocol):
         this (until ``update`` offers a new one)."""
 
     def __len__(self) -> int:
-        """How many envelopes it holds."""
+        """How many messages the envelopes it holds carry (a packed run counts each of its messages)."""

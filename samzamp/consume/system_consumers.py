@@ -48,6 +48,11 @@ Control markers (``samzamp.systems.base``) travel in the buffers as raw messages
 offset, in order with the data: ``END_OF_STREAM`` (a bounded partition ended), and on a drain
 ``WATERMARK_MAX`` (the SSP's watermark goes to infinity) followed by ``DRAIN`` (nothing more will
 come from this SSP).
+
+Packed runs (``pack_runs``, ``samzamp.consume.packed``): when every task runs in a worker process,
+the poller packs each lane's messages, as it buffers them, into runs of up to task.consumer.batch.size
+already encoded for the worker, and a buffer, the chooser and a task's queue hold those runs rather
+than the messages. The fetch threshold and back-pressure still count messages.
 """
 
 from __future__ import annotations
@@ -64,6 +69,7 @@ from samzamp.api.envelope import SystemStreamPartition
 from samzamp.consume.chooser import MessageChooser
 from samzamp.consume.key_bucket import split_by_key_bucket
 from samzamp.consume.lane import Lane, lane_ssp, partition_of
+from samzamp.consume.packed import Buffered, messages_in, pack
 from samzamp.metrics.registry import MetricsRegistry
 from samzamp.systems.base import (
     DRAIN,
@@ -132,18 +138,23 @@ class SystemConsumers:
         poll_interval_ms: int,
         clock: Callable[[], float] = time.monotonic,
         elasticity_factor: int = 1,
+        pack_runs: int = 0,
     ) -> None:
         """``ssps``: partitions their consumers were registered for already, each read whole by one task.
-        ``elasticity_factor``: the key buckets a partition read by bucket is split into."""
+        ``elasticity_factor``: the key buckets a partition read by bucket is split into.
+        ``pack_runs``: buffer messages as packed runs of up to this many (``samzamp.consume.packed``;
+        every task runs in a worker process), 0 to buffer them one by one."""
         self._consumers = consumers
+        self._pack = pack_runs
         self._clock = clock
         self._factor = elasticity_factor
         # When the buffers were first found full with some SSP run dry (None: not so now).
         self._starved_since: float | None = None
         self._chooser = chooser
         # Replaced, never resized, when lanes come or go: a reader on another thread (a metrics
-        # gauge) iterating it sees the old or the new one.
-        self._buffers: dict[Lane, deque[RawMessage]] = {s: deque() for s in ssps}
+        # gauge) iterating it sees the old or the new one. An entry is a message, or a packed run
+        # of them (``pack_runs``).
+        self._buffers: dict[Lane, deque[Buffered]] = {s: deque() for s in ssps}
         self._readers: dict[SystemStreamPartition, _Reader] = {}
         self._reader_of: dict[Lane, _Reader] = {}
         for ssp in ssps:
@@ -184,7 +195,16 @@ class SystemConsumers:
         metrics.gauge("SystemConsumersMetrics", "ssps-needed-by-chooser", fn=lambda: len(self._needed))
 
     def buffered(self) -> int:
-        return sum(len(b) for b in self._buffers.values()) + len(self._chooser)
+        """How many messages are buffered here (the chooser's included)."""
+        held = self._held
+        return sum(held(b) for b in self._buffers.values()) + len(self._chooser)
+
+    def _held(self, buf: deque[Buffered]) -> int:
+        """How many messages one lane's buffer holds (any thread)."""
+        if not self._pack:
+            return len(buf)
+        # tuple(): a copy in one C call, as the other thread may append or pop meanwhile.
+        return sum(map(messages_in, tuple(buf)))
 
     def skipped(self, lane: Lane) -> int:
         """How many messages ``lane`` skipped because they were at or below its start offset."""
@@ -383,7 +403,7 @@ class SystemConsumers:
             for ssp, msgs in c.poll(timeout_s).items():
                 reader = readers[ssp]
                 if reader.plain:
-                    buffers[ssp].extend(msgs)
+                    buffers[ssp].extend(pack(msgs, self._pack) if self._pack else msgs)
                     got.append(ssp)
                 else:
                     self._fan_out(reader, msgs, got)
@@ -411,6 +431,7 @@ class SystemConsumers:
                     1 for b, part in enumerate(parts) if b not in owned for m in part if m[0] >= 0
                 )
         buffers = self._buffers
+        packed: dict[int, list[Buffered]] = {}  # by id of the list packed: lanes given the same list share its runs
         for lane in reader.lanes:
             bucket = reader.buckets[lane]
             mine = msgs if bucket == -1 else parts[bucket]
@@ -422,7 +443,13 @@ class SystemConsumers:
                     reader.skip[lane] = -1  # past its start: nothing more to skip
                 mine = kept
             if mine:
-                buffers[lane].extend(mine)
+                if self._pack:
+                    runs = packed.get(id(mine))
+                    if runs is None:
+                        runs = packed[id(mine)] = pack(mine, self._pack)
+                    buffers[lane].extend(runs)
+                else:
+                    buffers[lane].extend(mine)
                 got.append(lane)
 
     def refill(self) -> None:
@@ -479,7 +506,7 @@ class SystemConsumers:
         readers = self._readers
 
         def held(reader: _Reader) -> int:
-            return sum(len(buffers[lane]) for lane in reader.lanes)
+            return sum(self._held(buffers[lane]) for lane in reader.lanes)
 
         if paused:
             resume: dict[str, list[SystemStreamPartition]] = {}
@@ -494,7 +521,7 @@ class SystemConsumers:
         if paused:
             total = sum(held(r) for p, r in readers.items() if p not in paused)
         else:
-            total = sum(map(len, buffers.values()))
+            total = sum(map(self._held, buffers.values()))
         if total < self._threshold:
             self._starved_since = None
             return True
@@ -538,13 +565,13 @@ class SystemConsumers:
         if fed:
             self._on_data()
 
-    def choose(self) -> tuple[Lane, RawMessage] | None:
+    def choose(self) -> tuple[Lane, Buffered] | None:
         chosen = self._chooser.choose()
         if chosen is not None:
-            self._chose.count += 1
+            self._chose.count += messages_in(chosen[1])
         return chosen
 
-    def buffer(self, lane: Lane) -> deque[RawMessage]:
+    def buffer(self, lane: Lane) -> deque[Buffered]:
         """The fetch buffer of ``lane``: the loop thread may ``popleft`` from it (a run of messages
         handed to a task at once) and put a control marker back with ``appendleft``; the fetch
         thread only appends."""

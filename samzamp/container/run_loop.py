@@ -41,10 +41,11 @@ from samzamp.commit.pipeline import commit_task
 from samzamp.commit.topic_checkpoint import TopicCheckpointManager
 from samzamp.config.settings import TaskSettings
 from samzamp.consume.lane import BroadcastLane, Lane, lane_ssp, task_lanes
+from samzamp.consume.packed import Buffered, messages_in
 from samzamp.consume.system_consumers import SystemConsumers
 from samzamp.container.task_state import TaskOp, TaskState
 from samzamp.metrics.registry import Counter, Gauge, MetricsRegistry, Timer
-from samzamp.systems.base import DRAIN, END_OF_STREAM, RawMessage
+from samzamp.systems.base import DRAIN, END_OF_STREAM
 from samzamp.task.coordinator import ReadableCoordinator
 
 __all__ = ["RunLoop", "RunLoopTask"]
@@ -73,10 +74,10 @@ class RunLoopTask(Protocol):
     def windowable(self) -> bool: ...
 
     def process_run(
-        self, ssp: SystemStreamPartition, first: RawMessage, buffer: deque[RawMessage], limit: int, deadline_ns: int
+        self, ssp: SystemStreamPartition, first: Buffered, buffer: deque[Buffered], limit: int, deadline_ns: int
     ) -> int: ...
 
-    def dispatch(self, ssp: SystemStreamPartition, raw: RawMessage) -> None: ...
+    def dispatch(self, ssp: SystemStreamPartition, raw: Buffered) -> None: ...
 
     def start_window(self, done: Callable[[Any, ReadableCoordinator | None], None]) -> None: ...
 
@@ -409,7 +410,7 @@ class RunLoop:
             else:
                 ti.state.pending.append(chosen)  # behind what the task is still working on (or a marker)
                 if raw[0] >= 0:
-                    envelopes.count += 1
+                    envelopes.count += messages_in(raw)
                 run_task(ti)
             if self.error is not None or self.shutdown_requested:
                 # A shutdown request stops new process calls right after its message; what was
@@ -557,7 +558,9 @@ class RunLoop:
             return
         self.draining = True
         self._drain_started = self._clock()
-        buffered = self._consumers.buffered() + sum(1 for t in self.tasks for _, raw in t.state.pending if raw[0] >= 0)
+        buffered = self._consumers.buffered() + sum(
+            messages_in(raw) for t in self.tasks for _, raw in t.state.pending if raw[0] >= 0
+        )
         self.drain_point, marked = self._consumers.drain()
         for ti in self.tasks:
             ti.drain_marked = {ssp for lane, ssp in self._lanes[ti].items() if lane in marked}

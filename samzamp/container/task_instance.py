@@ -15,12 +15,13 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from samzamp.api.envelope import SystemStreamPartition
 from samzamp.api.errors import CallbackTimeoutError
 from samzamp.collect.completions import TaskCallbackImpl, TaskCallbackManager
 from samzamp.commit import pipeline
+from samzamp.consume.packed import Buffered
 from samzamp.container.task_base import TaskBase
 from samzamp.dispatch.adapters import InlineSyncAdapter, RunnableTask
 from samzamp.metrics.registry import MetricsRegistry
@@ -75,14 +76,15 @@ class TaskInstance(TaskBase):
         self.runtime.close()
 
     # -- process --------------------------------------------------------------------------------
-    def dispatch(self, ssp: SystemStreamPartition, raw: RawMessage) -> None:
-        """Start processing one message (the state said PROCESS)."""
+    def dispatch(self, ssp: SystemStreamPartition, raw: Buffered) -> None:
+        """Start processing one message (the state said PROCESS). Never a packed run: the fetch
+        packs runs only when every task runs in a worker process."""
         if self._inline:
             self.process_run(ssp, raw, deque(), 1, 0)
             return
         offset = raw[0]
         try:
-            envelope = self.runtime.envelope(self.runtime.index_of[ssp], raw)
+            envelope = self.runtime.envelope(self.runtime.index_of[ssp], cast(RawMessage, raw))
         except Exception as e:
             self._on_abort(e)
             return
@@ -104,7 +106,7 @@ class TaskInstance(TaskBase):
         return self.runtime.windowable
 
     def process_run(
-        self, ssp: SystemStreamPartition, first: RawMessage, buffer: deque[RawMessage], limit: int, deadline_ns: int
+        self, ssp: SystemStreamPartition, first: Buffered, buffer: deque[Buffered], limit: int, deadline_ns: int
     ) -> int:
         """Process ``first`` and then up to ``limit - 1`` more messages of ``ssp`` straight from its
         fetch buffer, in order, until ``deadline_ns`` (time.monotonic_ns) passes (the state said
@@ -120,7 +122,9 @@ class TaskInstance(TaskBase):
         # The deadline bounds the run's process time (decoding aside, which the limit bounds).
         budget_ns = deadline_ns - time.monotonic_ns()
         try:
-            outcome = rt.process_run(rt.index_of[ssp], buffer.popleft, limit, budget_ns if budget_ns > 0 else 0)
+            # The buffer holds messages only (never packed runs: see ``dispatch``).
+            next_raw = cast("Callable[[], RawMessage]", buffer.popleft)
+            outcome = rt.process_run(rt.index_of[ssp], next_raw, limit, budget_ns if budget_ns > 0 else 0)
         except Exception as e:
             self._on_abort(e)
             outcome = -1

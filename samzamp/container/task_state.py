@@ -13,7 +13,7 @@ import enum
 from collections import deque
 
 from samzamp.consume.lane import Lane
-from samzamp.systems.base import RawMessage
+from samzamp.consume.packed import Buffered
 
 __all__ = ["TaskState", "TaskOp"]
 
@@ -47,7 +47,7 @@ class TaskState:
 
     def __init__(self, max_concurrency: int) -> None:
         self.max_concurrency = max_concurrency
-        self.pending: deque[tuple[Lane, RawMessage]] = deque()
+        self.pending: deque[tuple[Lane, Buffered]] = deque()
         # How many entries at the front of ``pending`` a worker gave back (sent, then skipped after a
         # request): they left the chooser long ago, so dispatching them again must not advance it.
         self.redo = 0

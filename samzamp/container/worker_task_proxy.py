@@ -32,8 +32,11 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+import msgspec
+
 from samzamp.api.envelope import SystemStreamPartition
 from samzamp.api.errors import SystemFailureError
+from samzamp.consume.packed import Buffered, PackedRun, pack, unpack
 from samzamp.container.task_base import TaskBase
 from samzamp.coordinator.job_model import TaskModel
 from samzamp.dispatch.process import frames as f
@@ -76,7 +79,7 @@ class WorkerTaskProxy(TaskBase):
         self._ssp_index: dict[SystemStreamPartition, int] = {}  # as the worker names them: the model's order
         self._batch_size = batch_size
         # The batch not sent yet, in runs of one SSP's messages as the Process frame carries them.
-        self._batch: list[tuple[int, list[RawMessage]]] = []
+        self._batch: list[tuple[int, list[RawMessage] | msgspec.Raw]] = []
         self._batch_len = 0
         # Everything in flight (sent or in the batch), in order, as runs: [ssp, messages, first not
         # done]. A report of n done moves through whole runs rather than message by message.
@@ -117,12 +120,22 @@ class WorkerTaskProxy(TaskBase):
         await self._pool.remove_task(self.worker, self._index)
 
     def process_run(
-        self, ssp: SystemStreamPartition, first: RawMessage, buffer: deque[RawMessage], limit: int, deadline_ns: int
+        self, ssp: SystemStreamPartition, first: Buffered, buffer: deque[Buffered], limit: int, deadline_ns: int
     ) -> int:
         """Dispatch ``first`` and up to ``limit - 1`` more of ``ssp``'s buffered messages (the state said
-        PROCESS), as far as the in-flight bound and the batch allow; stops before a control marker."""
+        PROCESS), as far as the in-flight bound and the batch allow; stops before a control marker.
+        A packed run goes whole (it holds at most task.consumer.batch.size messages), or, past the
+        in-flight bound, in part: the rest goes back first in the buffer."""
         st = self.state
         n = min(limit, st.max_concurrency - st.messages_in_flight, self._batch_size - len(self._batch))
+        if isinstance(first, PackedRun):
+            if len(first.offsets) <= n:
+                return self._dispatch_run(ssp, first)
+            # A slow task (a small in-flight bound): the rare case, where unpacking costs nothing
+            # next to the task's time.
+            messages = unpack(first)
+            buffer.extendleft(reversed(pack(messages[n:], len(messages))))
+            return self._dispatch_run(ssp, messages[:n])
         run = [first]
         popleft = buffer.popleft
         for _ in range(min(n, len(buffer) + 1) - 1):
@@ -130,32 +143,52 @@ class WorkerTaskProxy(TaskBase):
             if raw[0] < 0:  # a control marker ends the run; it stays first in the buffer
                 buffer.appendleft(raw)
                 break
-            run.append(raw)
-        self._dispatch_run(ssp, run)
-        return len(run)
+            run.append(raw)  # type: ignore[arg-type]  # a lane's buffer holds messages, or packed runs only
+        return self._dispatch_run(ssp, run)
 
     # -- process --------------------------------------------------------------------------------
-    def dispatch(self, ssp: SystemStreamPartition, raw: RawMessage) -> None:
-        self._dispatch_run(ssp, [raw])
+    def dispatch(self, ssp: SystemStreamPartition, raw: Buffered) -> None:
+        if not isinstance(raw, PackedRun):
+            self._dispatch_run(ssp, [raw])
+            return
+        st = self.state
+        n = st.max_concurrency - st.messages_in_flight
+        if len(raw.offsets) <= n:
+            self._dispatch_run(ssp, raw)
+            return
+        # Past the in-flight bound (a slow task): the rest goes back to the front of the queue as
+        # messages the chooser already moved past, as a take-back gives them back.
+        messages = unpack(raw)
+        st.pending.extendleft(reversed([(ssp, m) for m in messages[n:]]))
+        st.redo += len(messages) - n
+        self._dispatch_run(ssp, messages[:n])
 
-    def _dispatch_run(self, ssp: SystemStreamPartition, run: list[RawMessage]) -> None:
+    def _dispatch_run(self, ssp: SystemStreamPartition, run: list[RawMessage] | PackedRun) -> int:
+        """Put ``run`` in flight and in the batch; returns how many messages it holds."""
         # ``run`` is shared by the batch and the in-flight runs from here on: never changed again.
-        n = len(run)
+        wire: list[RawMessage] | msgspec.Raw
+        if isinstance(run, PackedRun):
+            n = len(run.offsets)
+            wire = msgspec.Raw(run.encoded)
+        else:
+            n = len(run)
+            wire = run
         st = self.state
         st.messages_in_flight += n
         self.m_process_calls.count += n
         self._in_flight.append([ssp, run, 0])
         if not self._batch_len:
             self._on_dirty(self.flush)
-        self._batch.append((self._ssp_index[ssp], run))
+        self._batch.append((self._ssp_index[ssp], wire))
         size = self._batch_len = self._batch_len + n
         if size >= self._batch_size or size * 2 >= st.max_concurrency:
             self.flush()
+        return n
 
     def flush(self) -> None:
         """Send the batch collected so far (the loop calls this at the end of each slice)."""
         if self._batch_len:
-            frame = f.encode(f.Process(self._index, self._epoch, self._batch))
+            frame = f.encode(f.ProcessOut(self._index, self._epoch, self._batch))
             self._batch = []
             self._batch_len = 0
             self._pool.send(self.worker, frame)
@@ -199,16 +232,15 @@ class WorkerTaskProxy(TaskBase):
         in_flight = self._in_flight
         last = self.last_processed
         while left:
-            run = in_flight[0]
-            ssp, messages, first = run
-            rest = len(messages) - first
-            if left < rest:
-                run[2] = first + left
-                last[ssp] = messages[first + left - 1][0]
-                break
-            in_flight.popleft()
-            last[ssp] = messages[-1][0]
-            left -= rest
+            entry = in_flight[0]
+            ssp, run, first = entry
+            size = _size(run)
+            done = min(left, size - first)
+            entry[2] = first + done
+            last[ssp] = run.offsets[first + done - 1] if isinstance(run, PackedRun) else run[first + done - 1][0]
+            if first + done == size:
+                in_flight.popleft()
+            left -= done
         self.state.messages_in_flight -= n
         self.count_processed(n, frame.busy_ns, frame.max_ns)
         if n:
@@ -230,7 +262,7 @@ class WorkerTaskProxy(TaskBase):
     def _take_back(self) -> None:
         """The worker skips the rest of this epoch: everything still in flight (sent or not) goes back
         to the front of the queue, in order, to be sent again under the next epoch."""
-        self._give_back([(ssp, m) for ssp, messages, first in self._in_flight for m in messages[first:]])
+        self._give_back([(ssp, m) for ssp, messages, first in self._in_flight for m in _messages(messages)[first:]])
         self._in_flight.clear()
         self._batch = []
         self._batch_len = 0
@@ -251,7 +283,7 @@ class WorkerTaskProxy(TaskBase):
             kept = [self._in_flight.pop() for _ in self._batch]
             self._batch = []
             self._batch_len = 0
-            self._give_back([(ssp, m) for ssp, messages, _ in reversed(kept) for m in messages])
+            self._give_back([(ssp, m) for ssp, messages, _ in reversed(kept) for m in _messages(messages)])
         if self.state.messages_in_flight and self._yielding_epoch != self._epoch:
             self._yielding_epoch = self._epoch
             self._pool.send(self.worker, f.encode(f.Yield(self._index, self._epoch)))
@@ -294,3 +326,11 @@ class WorkerTaskProxy(TaskBase):
 
     def after_commit(self) -> None:
         pass  # completions are never held back for a commit here: a request ends its epoch instead
+
+
+def _size(run: list[RawMessage] | PackedRun) -> int:
+    return len(run.offsets) if isinstance(run, PackedRun) else len(run)
+
+
+def _messages(run: list[RawMessage] | PackedRun) -> list[RawMessage]:
+    return unpack(run) if isinstance(run, PackedRun) else run

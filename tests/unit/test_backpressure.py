@@ -58,10 +58,19 @@ class Clock:
         return self.now
 
 
-def consumers(threshold: int, clock: Clock | None = None) -> tuple[SystemConsumers, ScriptedConsumer]:
+def consumers(
+    threshold: int, clock: Clock | None = None, pack_runs: int = 0
+) -> tuple[SystemConsumers, ScriptedConsumer]:
     c = ScriptedConsumer()
     sc = SystemConsumers(
-        {"s": c}, [A, B], RoundRobinChooser(), MetricsRegistry(), threshold, 50, clock=clock or Clock()
+        {"s": c},
+        [A, B],
+        RoundRobinChooser(),
+        MetricsRegistry(),
+        threshold,
+        50,
+        clock=clock or Clock(),
+        pack_runs=pack_runs,
     )
     return sc, c
 
@@ -96,6 +105,17 @@ def test_no_poll_and_no_pause_when_the_buffers_are_full_and_nothing_ran_dry() ->
     assert sc._poll_all(0) is None
     assert c.polls == 1
     assert c.paused == []
+
+
+def test_with_packed_runs_the_threshold_still_counts_messages() -> None:
+    sc, c = consumers(threshold=400, pack_runs=64)
+    c.plan = [{A: 300, B: 300}]
+    sc.refill()
+    assert c.polls == 1
+    assert len(sc.buffer(A)) == 4  # runs of 64 (the chooser holds the first): 299 messages
+    assert sc.buffered() == 600
+    assert sc._poll_all(0) is None  # 600 messages buffered, in a dozen runs: full
+    assert c.polls == 1
 
 
 def b_full_a_dry(clock: Clock) -> tuple[SystemConsumers, ScriptedConsumer]:

@@ -93,7 +93,9 @@ class Checkpoints:
         self.written.append(offsets[SSP])
 
 
-def _run(make_due: Callable[[RunLoop, WorkerTaskProxy], None]) -> tuple[SteppingWorker, Checkpoints, int]:
+def _run(
+    make_due: Callable[[RunLoop, WorkerTaskProxy], None], pack_runs: int = 0
+) -> tuple[SteppingWorker, Checkpoints, int]:
     """Run N messages through a worker task with a deep in-flight bound; after DUE_AFTER messages,
     ``make_due`` makes an operation due. Returns the worker, the checkpoints and the sends in flight
     at that moment."""
@@ -125,7 +127,9 @@ def _run(make_due: Callable[[RunLoop, WorkerTaskProxy], None]) -> tuple[Stepping
     async def main() -> None:
         nonlocal in_flight_when_due
         loop = asyncio.get_running_loop()
-        consumers = SystemConsumers({"mem": consumer}, [SSP], RoundRobinChooser(), metrics, 10_000, 50)
+        consumers = SystemConsumers(
+            {"mem": consumer}, [SSP], RoundRobinChooser(), metrics, 10_000, 50, pack_runs=pack_runs
+        )
         run_loop = RunLoop([], consumers, checkpoints, settings.task, metrics, loop)  # type: ignore[arg-type]
         ti = WorkerTaskProxy(
             "T",
@@ -180,11 +184,14 @@ def _due_commit(run_loop: RunLoop, ti: WorkerTaskProxy) -> None:
     run_loop.on_requests(ti, coordinator)
 
 
+# Packed runs of 8 (the fetch packs when every task runs in a worker): what is yielded back ends
+# inside a run, and what was not sent yet goes back whole.
+@pytest.mark.parametrize("pack_runs", [0, 8], ids=["messages", "packed"])
 @pytest.mark.parametrize(("make_due", "op"), [(_due_window, "W"), (_due_commit, "K")], ids=["window", "commit"])
 def test_a_due_window_or_commit_runs_after_at_most_one_more_message(
-    make_due: Callable[[RunLoop, WorkerTaskProxy], None], op: str
+    make_due: Callable[[RunLoop, WorkerTaskProxy], None], op: str, pack_runs: int
 ) -> None:
-    worker, checkpoints, in_flight = _run(make_due)
+    worker, checkpoints, in_flight = _run(make_due, pack_runs)
     assert in_flight > 10  # much more was sent ahead than one message
     at = worker.ran.index(op)
     assert worker.ran[:at] == list(range(at)), worker.ran
@@ -194,8 +201,9 @@ def test_a_due_window_or_commit_runs_after_at_most_one_more_message(
     assert worker.offsets() == list(range(N))  # what was yielded ran afterwards: in order, exactly once
 
 
-def test_a_shutdown_waits_for_at_most_one_more_message_and_checkpoints_what_ran() -> None:
-    worker, checkpoints, in_flight = _run(lambda run_loop, ti: run_loop.request_shutdown())
+@pytest.mark.parametrize("pack_runs", [0, 8], ids=["messages", "packed"])
+def test_a_shutdown_waits_for_at_most_one_more_message_and_checkpoints_what_ran(pack_runs: int) -> None:
+    worker, checkpoints, in_flight = _run(lambda run_loop, ti: run_loop.request_shutdown(), pack_runs)
     assert in_flight > 10
     ran = worker.offsets()
     assert ran == list(range(len(ran)))

@@ -86,7 +86,12 @@ class Checkpoints:
 
 
 def _run(
-    n: int, requests: set[int], windowable: bool, drain_after: int, stop_during_on_drain: bool = False
+    n: int,
+    requests: set[int],
+    windowable: bool,
+    drain_after: int,
+    stop_during_on_drain: bool = False,
+    pack_runs: int = 0,
 ) -> tuple[ScriptedWorker, Checkpoints, RunLoop]:
     settings = validate(
         load_config(
@@ -115,7 +120,9 @@ def _run(
 
     async def main() -> RunLoop:
         loop = asyncio.get_running_loop()
-        consumers = SystemConsumers({"mem": consumer}, [SSP], RoundRobinChooser(), metrics, 10_000, 50)
+        consumers = SystemConsumers(
+            {"mem": consumer}, [SSP], RoundRobinChooser(), metrics, 10_000, 50, pack_runs=pack_runs
+        )
         run_loop = RunLoop([], consumers, checkpoints, settings.task, metrics, loop)  # type: ignore[arg-type]
         ti = WorkerTaskProxy(
             "T",
@@ -158,12 +165,17 @@ def _run(
     return worker, checkpoints, asyncio.run(main())
 
 
+# Packed runs of 3 (the fetch packs when every task runs in a worker): requests land inside runs,
+# and a run larger than the in-flight bound lets go goes in part.
+@pytest.mark.parametrize("pack_runs", [0, 3], ids=["messages", "packed"])
 @pytest.mark.parametrize("windowable", [False, True])
 def test_messages_taken_back_after_requests_run_once_in_order_and_the_drain_window_comes_last(
-    windowable: bool,
+    windowable: bool, pack_runs: int
 ) -> None:
     n = 60
-    worker, checkpoints, run_loop = _run(n, {1, 2, 5, 9, 17, 30, 41, 52, 56, 57}, windowable, drain_after=20)
+    worker, checkpoints, run_loop = _run(
+        n, {1, 2, 5, 9, 17, 30, 41, 52, 56, 57}, windowable, drain_after=20, pack_runs=pack_runs
+    )
     offsets = [r for r in worker.ran if isinstance(r, int)]
     assert offsets == list(range(n))  # in order, none skipped, none twice
     assert checkpoints.written == sorted(checkpoints.written)  # never backwards
@@ -173,8 +185,11 @@ def test_messages_taken_back_after_requests_run_once_in_order_and_the_drain_wind
     assert run_loop.drain_complete
 
 
-def test_a_stop_while_a_worker_runs_on_drain_waits_for_it_and_commits_once() -> None:
-    worker, checkpoints, run_loop = _run(30, set(), False, drain_after=10, stop_during_on_drain=True)
+@pytest.mark.parametrize("pack_runs", [0, 3], ids=["messages", "packed"])
+def test_a_stop_while_a_worker_runs_on_drain_waits_for_it_and_commits_once(pack_runs: int) -> None:
+    worker, checkpoints, run_loop = _run(
+        30, set(), False, drain_after=10, stop_during_on_drain=True, pack_runs=pack_runs
+    )
     assert worker.ran == [*range(30), "D"]
     assert checkpoints.written == [29]  # the drain's commit; the shutdown did not start a second one
     assert run_loop.drain_complete

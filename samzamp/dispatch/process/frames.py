@@ -48,6 +48,7 @@ __all__ = [
     "EndOfStreamDone",
     "Failed",
     "Process",
+    "ProcessOut",
     "Processed",
     "Ready",
     "RemoveTask",
@@ -134,6 +135,16 @@ class Process(_Frame):
     task: int
     epoch: int
     runs: list[tuple[int, list[RawTuple]]]
+
+
+class ProcessOut(_Frame, tag="Process"):
+    """``Process`` as the loop builds it: a run is a list of messages, or the bytes of a packed run
+    (``samzamp.consume.packed``), which are those messages already encoded the same way. So the
+    worker decodes either as ``Process``, with a list of messages in each run."""
+
+    task: int
+    epoch: int
+    runs: list[tuple[int, list[RawTuple] | msgspec.Raw]]
 
 
 class Yield(_Frame):
