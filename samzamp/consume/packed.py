@@ -48,22 +48,28 @@ def pack(msgs: list[RawMessage], size: int) -> list[Buffered]:
     """``msgs`` (one lane's, in order) as runs of at most ``size`` data messages each; a control
     marker (negative offset) stays itself, between the runs, where it was."""
     out: list[Buffered] = []
-    start = 0
-    n = len(msgs)
-    while start < n:
-        if msgs[start][0] < 0:
-            out.append(msgs[start])
-            start += 1
+    for start in range(0, len(msgs), size):
+        chunk = msgs[start : start + size]
+        offsets = [m[0] for m in chunk]
+        if min(offsets) >= 0:
+            out.append(PackedRun(offsets[0], array("q", offsets), _encode(chunk)))
             continue
-        end = min(n, start + size)
-        run = msgs[start:end]
-        for i, m in enumerate(run):
-            if m[0] < 0:  # a marker ends the run
-                run = run[:i]
-                break
-        out.append(PackedRun(run[0][0], array("q", [m[0] for m in run]), _encode(run)))
-        start += len(run)
+        run: list[RawMessage] = []
+        for m in chunk:  # a control marker among them (rare: the end of a bounded input)
+            if m[0] >= 0:
+                run.append(m)
+                continue
+            if run:
+                out.append(_packed(run))
+                run = []
+            out.append(m)
+        if run:
+            out.append(_packed(run))
     return out
+
+
+def _packed(run: list[RawMessage]) -> PackedRun:
+    return PackedRun(run[0][0], array("q", [m[0] for m in run]), _encode(run))
 
 
 def messages_in(entry: Buffered) -> int:
