@@ -17,30 +17,25 @@ __all__ = ["RoundRobinChooser"]
 class RoundRobinChooser:
     """The default ``samzamp.consume.MessageChooser``: first offered, first chosen."""
 
-    __slots__ = ("_messages", "_queue")
+    __slots__ = ("_queue",)
 
     def __init__(self) -> None:
         self._queue: deque[tuple[Lane, Buffered]] = deque()
-        self._messages = 0  # what the held envelopes carry (a metrics gauge reads it)
 
     def update(self, ssp: Lane, message: Buffered) -> None:
         self._queue.append((ssp, message))
-        self._messages += messages_in(message)
 
     def choose(self) -> tuple[Lane, Buffered] | None:
-        if not self._queue:
-            return None
-        chosen = self._queue.popleft()
-        self._messages -= messages_in(chosen[1])
-        return chosen
+        return self._queue.popleft() if self._queue else None
 
     def remove(self, ssp: Lane) -> None:
         # At most one envelope per SSP is held: drop the first match.
-        for i, (held, message) in enumerate(self._queue):
+        for i, (held, _) in enumerate(self._queue):
             if held == ssp:
                 del self._queue[i]
-                self._messages -= messages_in(message)
                 return
 
     def __len__(self) -> int:
-        return self._messages
+        # Counted when asked (gauges, a drain), not kept up on every choice: at most one envelope
+        # per SSP. tuple(): a copy in one C call, as a gauge reads it from another thread.
+        return sum(messages_in(message) for _, message in tuple(self._queue))

@@ -52,7 +52,7 @@ def pack(msgs: list[RawMessage], size: int) -> list[Buffered]:
         chunk = msgs[start : start + size]
         offsets = [m[0] for m in chunk]
         if min(offsets) >= 0:
-            out.append(PackedRun(offsets[0], array("q", offsets), _encode(chunk)))
+            out.append(_packed(chunk, offsets))
             continue
         run: list[RawMessage] = []
         for m in chunk:  # a control marker among them (rare: the end of a bounded input)
@@ -60,16 +60,16 @@ def pack(msgs: list[RawMessage], size: int) -> list[Buffered]:
                 run.append(m)
                 continue
             if run:
-                out.append(_packed(run))
+                out.append(_packed(run, [m[0] for m in run]))
                 run = []
             out.append(m)
         if run:
-            out.append(_packed(run))
+            out.append(_packed(run, [m[0] for m in run]))
     return out
 
 
-def _packed(run: list[RawMessage]) -> PackedRun:
-    return PackedRun(run[0][0], array("q", [m[0] for m in run]), _encode(run))
+def _packed(run: list[RawMessage], offsets: list[int]) -> PackedRun:
+    return PackedRun(offsets[0], array("q", offsets), _encode(run))
 
 
 def messages_in(entry: Buffered) -> int:

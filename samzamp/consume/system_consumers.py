@@ -568,7 +568,7 @@ class SystemConsumers:
     def choose(self) -> tuple[Lane, Buffered] | None:
         chosen = self._chooser.choose()
         if chosen is not None:
-            self._chose.count += messages_in(chosen[1])
+            self._chose.count += messages_in(chosen[1]) if self._pack else 1
         return chosen
 
     def buffer(self, lane: Lane) -> deque[Buffered]:

@@ -106,8 +106,9 @@ class SamzaContainer:
             st.fetch_threshold,
             st.poll_interval_ms,
             elasticity_factor=settings.elasticity_factor,
-            # Every task runs in a worker: the fetch thread packs what it fetched for them.
-            pack_runs=max(1, st.consumer_batch_size) if pool is not None else 0,
+            # Every task runs in a worker: the fetch thread packs what it fetched for them, unless a
+            # task takes one message per choice (task.consumer.batch.size 0 or 1).
+            pack_runs=st.consumer_batch_size if pool is not None and st.consumer_batch_size > 1 else 0,
         )
         self.run_loop = RunLoop([], self.consumers, checkpoints, st, metrics, loop)
         self._applying = asyncio.Lock()
