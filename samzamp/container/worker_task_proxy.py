@@ -124,12 +124,13 @@ class WorkerTaskProxy(TaskBase):
     ) -> int:
         """Dispatch ``first`` and up to ``limit - 1`` more of ``ssp``'s buffered messages (the state said
         PROCESS), as far as the in-flight bound and the batch allow; stops before a control marker.
-        A packed run goes whole (it holds at most task.consumer.batch.size messages), or, past the
-        in-flight bound, in part: the rest goes back first in the buffer."""
+        A packed run goes whole (it holds at most task.consumer.batch.size messages) unless it would
+        pass a small in-flight bound (``_goes_whole``): then it goes in part, and the rest goes back
+        first in the buffer."""
         st = self.state
         n = min(limit, st.max_concurrency - st.messages_in_flight, self._batch_size - len(self._batch))
         if isinstance(first, PackedRun):
-            if len(first.offsets) <= n:
+            if len(first.offsets) <= n or self._goes_whole(first):
                 return self._dispatch_run(ssp, first)
             # A slow task (a small in-flight bound): the rare case, where unpacking costs nothing
             # next to the task's time.
@@ -153,7 +154,7 @@ class WorkerTaskProxy(TaskBase):
             return
         st = self.state
         n = st.max_concurrency - st.messages_in_flight
-        if len(raw.offsets) <= n:
+        if len(raw.offsets) <= n or self._goes_whole(raw):
             self._dispatch_run(ssp, raw)
             return
         # Past the in-flight bound (a slow task): the rest goes back to the front of the queue as
@@ -162,6 +163,14 @@ class WorkerTaskProxy(TaskBase):
         st.pending.extendleft(reversed([(ssp, m) for m in messages[n:]]))
         st.redo += len(messages) - n
         self._dispatch_run(ssp, messages[:n])
+
+    def _goes_whole(self, run: PackedRun) -> bool:
+        """Whether ``run`` goes whole past the in-flight bound: when the bound holds at least four such
+        runs, so that it passes the bound by less than a quarter. Splitting it costs the loop more
+        (decoding the run, encoding the rest again) than a bound that large gains from being exact;
+        after a report frees room for a few runs and some messages, the last run would nearly
+        always be split. A slow task's small bound (a few messages) is kept exactly."""
+        return len(run.offsets) * 4 <= self.state.max_concurrency
 
     def _dispatch_run(self, ssp: SystemStreamPartition, run: list[RawMessage] | PackedRun) -> int:
         """Put ``run`` in flight and in the batch; returns how many messages it holds."""

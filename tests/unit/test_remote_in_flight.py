@@ -5,11 +5,13 @@ worker holds many idle tasks still has work queued when the worker's next report
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from typing import Any
 
 import pytest
 
 from samzamp.api.envelope import SystemStreamPartition
+from samzamp.consume.packed import PackedRun, pack, unpack
 from samzamp.container.worker_task_proxy import WorkerTaskProxy
 from samzamp.coordinator.job_model import TaskModel
 from samzamp.dispatch.process import frames as f
@@ -66,3 +68,60 @@ def test_a_task_gets_its_share_of_the_worker_queue_but_at_least_two_report_inter
     assert f.TASK_MIN_SHARE_NS == 2 * f.REPORT_EVERY_NS == 16 * MS
     # 1 ms a message: the bound in messages is the task's share in milliseconds.
     assert bound_after_reports(tasks, per_message_ns=MS) == expected_ms
+
+
+def _proxy(in_flight_limit: int) -> tuple[WorkerTaskProxy, list[Any]]:
+    sent: list[Any] = []
+
+    class Sending(Pool):
+        def send(self, worker: int, frame: bytes) -> None:
+            sent.append(f.decode_from_loop(frame))
+
+    ti = WorkerTaskProxy(
+        "T",
+        frozenset([SSP]),
+        False,
+        Sending(1),  # type: ignore[arg-type]
+        0,
+        {},
+        batch_size=in_flight_limit,
+        in_flight_limit=in_flight_limit,
+        metrics=MetricsRegistry(),
+        on_ready=lambda t: None,
+        on_requests=lambda t, c: None,
+        on_dirty=lambda flush: None,
+    )
+    asyncio.run(ti.start(TaskModel("T", (SSP,))))
+    return ti, sent
+
+
+def _messages(first: int, n: int) -> list[tuple[int, bytes | None, bytes | None, int]]:
+    return [(o, None, b"x", 0) for o in range(first, first + n)]
+
+
+@pytest.mark.parametrize("path", ["process_run", "dispatch"])
+def test_a_packed_run_goes_whole_past_a_bound_of_four_runs_or_more_and_is_split_below(path: str) -> None:
+    # A bound of 32 holds four runs of 8: a run that passes it by 7 goes whole, nothing comes back.
+    # A bound of 16 holds two: the run is split at the bound, and the rest comes back first.
+    for limit, whole in [(32, True), (16, False)]:
+        ti, _sent = _proxy(limit)
+        ti.dispatch(SSP, pack(_messages(0, limit - 1), limit)[0])
+        assert ti.state.messages_in_flight == limit - 1
+        run = pack(_messages(limit - 1, 8), 8)
+        assert len(run) == 1
+        assert isinstance(run[0], PackedRun)
+        buffer: deque[Any] = deque()
+        if path == "process_run":
+            taken = ti.process_run(SSP, run[0], buffer, 64, 0)
+            back = [m for entry in buffer for m in unpack(entry)]
+        else:
+            ti.dispatch(SSP, run[0])
+            taken = ti.state.messages_in_flight - (limit - 1)
+            back = [m for _ssp, m in ti.state.pending]
+        if whole:
+            assert (taken, back) == (8, [])
+            assert ti.state.messages_in_flight == limit + 7
+        else:
+            assert taken == 1
+            assert back == _messages(limit, 7)  # in order, each once
+            assert ti.state.messages_in_flight == limit
