@@ -19,13 +19,15 @@ from a worker after a commit or shutdown request).
 from __future__ import annotations
 
 from array import array
+from collections.abc import Sequence
+from operator import attrgetter
 from typing import NamedTuple
 
 import msgspec
 
 from samzamp.systems.base import RawMessage
 
-__all__ = ["Buffered", "PackedRun", "messages_in", "pack", "unpack"]
+__all__ = ["Buffered", "PackedRun", "messages_held", "messages_in", "pack", "unpack"]
 
 _encode = msgspec.msgpack.Encoder().encode
 _decode = msgspec.msgpack.Decoder(list[tuple[int, bytes | None, bytes | None, int]]).decode
@@ -75,6 +77,18 @@ def _packed(run: list[RawMessage], offsets: list[int]) -> PackedRun:
 def messages_in(entry: Buffered) -> int:
     """How many messages a buffer entry holds (a control marker counts as one)."""
     return len(entry.offsets) if type(entry) is PackedRun else 1
+
+
+_offsets = attrgetter("offsets")
+
+
+def messages_held(entries: Sequence[Buffered]) -> int:
+    """How many messages ``entries`` hold (a control marker counts as one). The fetch thread counts
+    a whole buffer at each poll, hundreds of runs: the common case, runs only, is counted in C."""
+    try:
+        return sum(map(len, map(_offsets, entries)))
+    except AttributeError:  # a control marker among them (the end of a bounded input, a drain)
+        return sum(map(messages_in, entries))
 
 
 def unpack(entry: PackedRun) -> list[RawMessage]:

@@ -69,7 +69,7 @@ from samzamp.api.envelope import SystemStreamPartition
 from samzamp.consume.chooser import MessageChooser
 from samzamp.consume.key_bucket import split_by_key_bucket
 from samzamp.consume.lane import Lane, lane_ssp, partition_of
-from samzamp.consume.packed import Buffered, messages_in, pack
+from samzamp.consume.packed import Buffered, messages_held, messages_in, pack
 from samzamp.metrics.registry import MetricsRegistry
 from samzamp.systems.base import (
     DRAIN,
@@ -204,7 +204,7 @@ class SystemConsumers:
         if not self._pack:
             return len(buf)
         # tuple(): a copy in one C call, as the other thread may append or pop meanwhile.
-        return sum(map(messages_in, tuple(buf)))
+        return messages_held(tuple(buf))
 
     def skipped(self, lane: Lane) -> int:
         """How many messages ``lane`` skipped because they were at or below its start offset."""

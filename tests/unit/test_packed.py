@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import msgspec
 
-from samzamp.consume.packed import PackedRun, messages_in, pack, unpack
+from samzamp.consume.packed import PackedRun, messages_held, messages_in, pack, unpack
 from samzamp.dispatch.process import frames as f
 from samzamp.systems.base import DRAIN, END_OF_STREAM, WATERMARK_MAX, RawMessage
 
@@ -36,6 +36,9 @@ def test_a_control_marker_stays_itself_between_the_runs() -> None:
         *marks,
     ]
     assert messages_in(eos) == 1
+    assert messages_held(runs) == 8 + 3  # the messages, and each marker as one
+    assert messages_held(runs[2:4]) == 5  # runs only: the fast count
+    assert messages_held([]) == 0
 
 
 def test_a_worker_decodes_a_packed_run_as_the_messages_it_was_packed_from() -> None:
