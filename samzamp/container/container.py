@@ -42,6 +42,7 @@ from samzamp.container.worker_task_proxy import WorkerTaskProxy
 from samzamp.coordinator.grouper import task_order
 from samzamp.coordinator.job_model import JobModel, TaskModel
 from samzamp.dispatch.adapters import CoroutineAdapter, adapt_task
+from samzamp.dispatch.process.frames import IN_FLIGHT_BATCHES
 from samzamp.dispatch.process.placement import place_tasks
 from samzamp.dispatch.process.pool import WorkerPool
 from samzamp.metrics.registry import MetricsRegistry
@@ -263,7 +264,7 @@ class SamzaContainer:
                 placement[m.name],
                 checkpointed[m.name],
                 batch_size=batch,
-                in_flight_limit=max(4 * batch, st.task.max_concurrency),
+                in_flight_limit=max(IN_FLIGHT_BATCHES * batch, st.task.max_concurrency),
                 metrics=self.metrics,
                 on_ready=run_loop.task_ready,
                 on_requests=run_loop.on_requests,

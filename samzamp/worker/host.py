@@ -116,9 +116,9 @@ class Worker:
         self._reports: dict[int, tuple[int, int, int, int]] = {}
         self._unreported_ns = 0  # process time behind the completions not yet sent
         self._unreported = 0  # messages behind them
-        # A fast task's in-flight window is four batches: report after one batch's worth, so that
-        # it never runs empty while reports wait.
-        self._report_after = self.settings.worker_batch_size
+        # A fast task's in-flight window is IN_FLIGHT_BATCHES batches: report after a quarter of
+        # it, so that it never runs empty while reports wait.
+        self._report_after = f.REPORT_BATCHES * self.settings.worker_batch_size
         self._urgent = False  # ``out`` holds an answer the loop waits for
 
     # -- set-up -------------------------------------------------------------------------------
@@ -188,8 +188,8 @@ class Worker:
         """Handle the loop's frames until Stop.
 
         Completions (``Processed``, one per task however many batches it covers) are reported when
-        ``frames.REPORT_EVERY_NS`` of process time or a batch of messages
-        (job.container.worker.batch.size) has gone unreported, or when no more input is waiting:
+        ``frames.REPORT_EVERY_NS`` of process time or ``frames.REPORT_BATCHES`` batches of
+        messages (job.container.worker.batch.size) has gone unreported, or when no more input is waiting:
         one report, one wake-up of the loop, per many messages, while the rest of the work queued
         here keeps this worker busy meanwhile (see the pacing in frames.py). Any other answer (a
         request, window done, commit ready, yielded) goes at once: the loop waits for it. At each

@@ -61,11 +61,11 @@ def bound_after_reports(tasks: int, per_message_ns: int) -> int:
     return ti.state.max_concurrency
 
 
-@pytest.mark.parametrize(("tasks", "expected_ms"), [(1, 40), (2, 20), (10, 16), (40, 16)])
+@pytest.mark.parametrize(("tasks", "expected_ms"), [(1, 80), (2, 40), (10, 32), (40, 32)])
 def test_a_task_gets_its_share_of_the_worker_queue_but_at_least_two_report_intervals(
     tasks: int, expected_ms: int
 ) -> None:
-    assert f.TASK_MIN_SHARE_NS == 2 * f.REPORT_EVERY_NS == 16 * MS
+    assert f.TASK_MIN_SHARE_NS == 2 * f.REPORT_EVERY_NS == 32 * MS
     # 1 ms a message: the bound in messages is the task's share in milliseconds.
     assert bound_after_reports(tasks, per_message_ns=MS) == expected_ms
 

@@ -44,7 +44,7 @@ def _worker(batch_size: int = 256) -> tuple[Worker, CapturingSend]:
     w._reports = {}
     w._unreported_ns = w._unreported = 0
     w._urgent = False
-    w._report_after = batch_size
+    w._report_after = f.REPORT_BATCHES * batch_size  # as Worker.__init__ sets it
     w.tasks, w.producers, w.changelogs = {}, {}, {}
     return w, tx
 
@@ -146,8 +146,9 @@ def test_serve_sends_a_request_at_once_behind_its_completions() -> None:
     assert [(type(fr).__name__, fr.task, fr.count) for fr in tx.sent[1]] == [("Processed", 1, 1)]
 
 
-def test_serve_reports_after_a_batch_worth_of_messages() -> None:
-    w, tx = _worker(batch_size=4)
+def test_serve_reports_after_report_batches_batches_worth_of_messages() -> None:
+    assert f.REPORT_BATCHES == 4
+    w, tx = _worker(batch_size=1)
     _process_by_script(w)
     w.rx = ScriptedReceive([[_batch(0, 0, 2), _batch(0, 2, 2), _batch(0, 4, 1)], [f.Stop()]])  # type: ignore[assignment]
     w.serve()

@@ -34,7 +34,9 @@ import msgspec
 from samzamp.coordinator.job_model import TaskModel
 
 __all__ = [
+    "IN_FLIGHT_BATCHES",
     "IN_FLIGHT_TARGET_NS",
+    "REPORT_BATCHES",
     "REPORT_EVERY_NS",
     "TASK_MIN_SHARE_NS",
     "VERSION",
@@ -73,13 +75,17 @@ VERSION = 4
 RawTuple = tuple[int, "bytes | None", "bytes | None", int]
 
 
-# Pacing between the loop and a worker. Each report wakes the loop, so reports are few: a worker
-# sends its completions after REPORT_EVERY_NS of process time at the latest, even inside a batch
-# (or after a batch of messages, or when it runs out of input). The loop keeps about
-# IN_FLIGHT_TARGET_NS of work queued in each worker, shared by its tasks, so that the worker never
-# waits for the loop; a task's share never drops below two report intervals, so a report reaches the
-# loop while that task still has work queued, however many idle tasks share its worker. (At 10 ms
-# per task and reports every 2 ms, bench/cpu_scaling at pool size 2 ran ~10% slower.)
+# Pacing between the loop and a worker. Each report wakes the loop, and a wake-up costs the loop
+# tens of microseconds on a core the workers need (its caches cold after them), so reports are few:
+# a worker sends its completions after REPORT_EVERY_NS of process time at the latest, even inside a
+# batch (or after REPORT_BATCHES batches of messages, or when it runs out of input). The loop keeps
+# about IN_FLIGHT_TARGET_NS of work queued in each worker, shared by its tasks, so that the worker
+# never waits for the loop; a task's share never drops below two report intervals, so a report
+# reaches the loop while that task still has work queued, however many idle tasks share its worker.
+# For a fast task the bound in messages decides instead: IN_FLIGHT_BATCHES batches, of which a
+# report frees a quarter. (At 10 ms per task and reports every 2 ms, bench/cpu_scaling at pool size
+# 2 ran ~10% slower; on bench/elasticity, reports every 16 ms rather than 8 took a quarter off the
+# loop thread's CPU.)
 #
 # That queue is sized from the task's measured time per message, so it is only as good as the
 # measurement: before the first one, or when a task suddenly slows down, far more work can be queued.
@@ -87,9 +93,11 @@ RawTuple = tuple[int, "bytes | None", "bytes | None", int]
 # ``Yield``, and the worker, which looks for it at each report, stops after the message it is in and
 # gives the rest back. The wait is bounded by one report interval of work (or one message, if longer),
 # whatever was queued.
-REPORT_EVERY_NS = 8_000_000
-IN_FLIGHT_TARGET_NS = 40_000_000
+REPORT_EVERY_NS = 16_000_000
+IN_FLIGHT_TARGET_NS = 80_000_000
 TASK_MIN_SHARE_NS = 2 * REPORT_EVERY_NS
+IN_FLIGHT_BATCHES = 16  # job.container.worker.batch.size messages each
+REPORT_BATCHES = IN_FLIGHT_BATCHES // 4
 
 
 class _Frame(msgspec.Struct, array_like=True, tag=True):
