@@ -76,7 +76,7 @@ KEYS: tuple[KeySpec, ...] = (
         "job.container.worker.batch.size",
         "int",
         256,
-        "Messages per batch sent to a worker; up to 4 batches of a task are in flight.",
+        "Messages per batch sent to a worker; up to 16 batches of a task are in flight, and the worker reports completions every 4.",
         1,
         65536,
     ),

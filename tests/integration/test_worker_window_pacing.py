@@ -6,7 +6,7 @@ in flight, so however much the loop has sent ahead (before it could measure the 
 saw the task slow down) must not hold a window back for more than about one message.
 
 The second case is the task that slows down: its first messages take no time, so the loop keeps a
-deep queue in the worker (at most 4 batches), which then takes 15 ms a message.
+deep queue in the worker (at most 16 batches), which then takes 15 ms a message.
 """
 
 from __future__ import annotations
