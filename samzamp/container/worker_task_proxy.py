@@ -36,7 +36,7 @@ import msgspec
 
 from samzamp.api.envelope import SystemStreamPartition
 from samzamp.api.errors import SystemFailureError
-from samzamp.consume.packed import Buffered, PackedRun, pack, unpack
+from samzamp.consume.packed import Buffered, PackedRun, unpack
 from samzamp.container.task_base import TaskBase
 from samzamp.coordinator.job_model import TaskModel
 from samzamp.dispatch.process import frames as f
@@ -124,19 +124,13 @@ class WorkerTaskProxy(TaskBase):
     ) -> int:
         """Dispatch ``first`` and up to ``limit - 1`` more of ``ssp``'s buffered messages (the state said
         PROCESS), as far as the in-flight bound and the batch allow; stops before a control marker.
-        A packed run goes whole (it holds at most task.consumer.batch.size messages) unless it would
-        pass a small in-flight bound (``_goes_whole``): then it goes in part, and the rest goes back
-        first in the buffer."""
+        A packed run (it holds at most task.consumer.batch.size messages) is taken whole, as
+        ``dispatch`` takes it."""
+        if isinstance(first, PackedRun):
+            self.dispatch(ssp, first)
+            return len(first.offsets)
         st = self.state
         n = min(limit, st.max_concurrency - st.messages_in_flight, self._batch_size - len(self._batch))
-        if isinstance(first, PackedRun):
-            if len(first.offsets) <= n or self._goes_whole(first):
-                return self._dispatch_run(ssp, first)
-            # A slow task (a small in-flight bound): the rare case, where unpacking costs nothing
-            # next to the task's time.
-            messages = unpack(first)
-            buffer.extendleft(reversed(pack(messages[n:], len(messages))))
-            return self._dispatch_run(ssp, messages[:n])
         run = [first]
         popleft = buffer.popleft
         for _ in range(min(n, len(buffer) + 1) - 1):
@@ -149,6 +143,9 @@ class WorkerTaskProxy(TaskBase):
 
     # -- process --------------------------------------------------------------------------------
     def dispatch(self, ssp: SystemStreamPartition, raw: Buffered) -> None:
+        """Send ``raw`` (the state said PROCESS). A packed run goes whole unless it would pass a small
+        in-flight bound (``_goes_whole``): then what fits goes, and the rest waits first in the
+        task's queue, as messages the chooser already moved past."""
         if not isinstance(raw, PackedRun):
             self._dispatch_run(ssp, [raw])
             return
@@ -157,8 +154,8 @@ class WorkerTaskProxy(TaskBase):
         if len(raw.offsets) <= n or self._goes_whole(raw):
             self._dispatch_run(ssp, raw)
             return
-        # Past the in-flight bound (a slow task): the rest goes back to the front of the queue as
-        # messages the chooser already moved past, as a take-back gives them back.
+        # Past a slow task's small bound, where unpacking costs nothing next to the task's time: the
+        # rest goes back to the front of the queue as a take-back gives messages back.
         messages = unpack(raw)
         st.pending.extendleft(reversed([(ssp, m) for m in messages[n:]]))
         st.redo += len(messages) - n

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from samzamp.api.envelope import SystemStreamPartition
-from samzamp.consume.packed import PackedRun, pack, unpack
+from samzamp.consume.packed import PackedRun, pack
 from samzamp.container.worker_task_proxy import WorkerTaskProxy
 from samzamp.coordinator.job_model import TaskModel
 from samzamp.dispatch.process import frames as f
@@ -102,26 +102,29 @@ def _messages(first: int, n: int) -> list[tuple[int, bytes | None, bytes | None,
 @pytest.mark.parametrize("path", ["process_run", "dispatch"])
 def test_a_packed_run_goes_whole_past_a_bound_of_four_runs_or_more_and_is_split_below(path: str) -> None:
     # A bound of 32 holds four runs of 8: a run that passes it by 7 goes whole, nothing comes back.
-    # A bound of 16 holds two: the run is split at the bound, and the rest comes back first.
+    # A bound of 16 holds two: the run is split at the bound, and the rest waits first in the task's
+    # queue as messages the chooser already moved past (redo), in order.
     for limit, whole in [(32, True), (16, False)]:
-        ti, _sent = _proxy(limit)
+        ti, sent = _proxy(limit)
         ti.dispatch(SSP, pack(_messages(0, limit - 1), limit)[0])
         assert ti.state.messages_in_flight == limit - 1
         run = pack(_messages(limit - 1, 8), 8)
         assert len(run) == 1
         assert isinstance(run[0], PackedRun)
-        buffer: deque[Any] = deque()
         if path == "process_run":
-            taken = ti.process_run(SSP, run[0], buffer, 64, 0)
-            back = [m for entry in buffer for m in unpack(entry)]
+            assert ti.process_run(SSP, run[0], deque(), 64, 0) == 8  # all of it taken from the chooser
         else:
             ti.dispatch(SSP, run[0])
-            taken = ti.state.messages_in_flight - (limit - 1)
-            back = [m for _ssp, m in ti.state.pending]
+        ti.flush()
+        on_wire = [m[0] for frame in sent for _, r in frame.runs for m in r]
+        back = [m for _ssp, m in ti.state.pending]
         if whole:
-            assert (taken, back) == (8, [])
+            assert back == []
+            assert ti.state.redo == 0
             assert ti.state.messages_in_flight == limit + 7
+            assert on_wire == list(range(limit + 7))
         else:
-            assert taken == 1
             assert back == _messages(limit, 7)  # in order, each once
+            assert ti.state.redo == 7
             assert ti.state.messages_in_flight == limit
+            assert on_wire == list(range(limit))
