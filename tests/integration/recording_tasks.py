@@ -51,16 +51,27 @@ class _CheckpointRecorder(CheckpointListenerTask, _Recorder):
             self.record(f"K {ssp.partition} {offset}")
 
 
+def _busy(ns: int) -> None:
+    """Spend ``ns`` of CPU (a task whose messages cost something, so that input piles up)."""
+    end = time.perf_counter_ns() + ns
+    while time.perf_counter_ns() < end:
+        pass
+
+
 class OrderTask(StreamTask, InitableTask, _CheckpointRecorder):
     """Records ``P <partition> <offset>`` for every processed message and forwards it. With
-    test.shutdown.after = N, its N-th message asks to shut the container down (all tasks)."""
+    test.shutdown.after = N, its N-th message asks to shut the container down (all tasks);
+    test.busy.us makes each message cost that much CPU."""
 
     def init(self, context) -> None:
         self._open(context)
         self._shutdown_after = int(context.config.get("test.shutdown.after", 0))
+        self._busy_ns = int(context.config.get("test.busy.us", 0)) * 1000
         self._seen = 0
 
     def process(self, envelope, collector, coordinator) -> None:
+        if self._busy_ns:
+            _busy(self._busy_ns)
         ssp = envelope.system_stream_partition
         if self.output is not None:
             collector.send(OutgoingMessageEnvelope(self.output, envelope.message, key=envelope.key))
@@ -275,9 +286,7 @@ class WindowedCountTask(StreamTask, InitableTask, WindowableTask, DrainListenerT
 
     def process(self, envelope, collector, coordinator) -> None:
         if self._busy_ns:
-            end = time.perf_counter_ns() + self._busy_ns
-            while time.perf_counter_ns() < end:
-                pass
+            _busy(self._busy_ns)
         self._count += 1
         self.record(f"P {envelope.system_stream_partition.partition} {envelope.offset}")
 

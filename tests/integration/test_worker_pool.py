@@ -55,7 +55,9 @@ def test_sigkill_of_one_worker_stops_the_container_and_a_restart_finishes(broker
     topic = f"in-{unique}"
     seed_input(broker.bootstrap_servers, topic, PARTITIONS, n)
     cfg, rec = _job(tmp_path, unique, topic)
-    c = Container(cfg, broker.bootstrap_servers, "job.container.thread.pool.size=2", log=tmp_path / "run-0.log")
+    # 100 µs a message: 2 s of work for the two workers, so the kill lands while most is still to do.
+    pool = ("job.container.thread.pool.size=2", "test.busy.us=100")
+    c = Container(cfg, broker.bootstrap_servers, *pool, log=tmp_path / "run-0.log")
     wait_until(lambda: count_lines(rec) >= 2_000, 120, "some progress", c)
     workers = _workers(c)
     assert len(workers) == 2, [p.cmdline() for p in workers]
@@ -71,8 +73,11 @@ def test_sigkill_of_one_worker_stops_the_container_and_a_restart_finishes(broker
     assert re.search(rf"worker \d \(pid {victim.pid}; tasks '[^)]*\) was killed by SIGKILL", log), log[-2000:]
     left = _gone(everything, 5)
     assert not left, f"processes of the old container remain: {[(p.pid, p.cmdline()) for p in left]}"
+    done_before = {(p, o) for _, p, o in records(rec)}
+    assert len(done_before) < n // 2, "the first run finished before the kill: the restart would test nothing"
 
-    c2 = Container(cfg, broker.bootstrap_servers, "job.container.thread.pool.size=2", log=tmp_path / "run-1.log")
+    c2 = Container(cfg, broker.bootstrap_servers, *pool, log=tmp_path / "run-1.log")
+    c2.wait_started()  # a SIGTERM before then kills it rather than stopping it
     wait_until(lambda: {(p, o) for _, p, o in records(rec)} >= _expected(n), 180, "every offset processed", c2)
     assert c2.stop() == 0, c2.log_text()[-3000:]
 
