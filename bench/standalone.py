@@ -46,7 +46,7 @@ rebalance:
   and which partitions were silent over 300 ms. The task writes each output keyed as its input, and both
   topics have 8 partitions with the same partitioner (murmur2), so output partition p holds exactly input
   partition p's (task p's) outputs. "quiet" is the same measure over the 2 s before t0: the noise floor
-  (producer linger 50 ms, the broker's offsets lag by up to one batch).
+  (producer linger 100 ms, the broker's offsets lag by up to one batch).
 
 Printed: the rounds of turns (turns.report_round), a table of rates against 1 processor and against the
 machine's own ceiling, a line per rebalance, and median and max of each span over the joins, the leaves and
