@@ -11,8 +11,8 @@ closed and unlocked). Underneath:
   done, and only then moves the task's low watermark (``last_processed``);
 - messages are sent ahead so the worker never waits for the loop, but only about
   ``frames.IN_FLIGHT_TARGET_NS`` of work ahead per worker, shared by its tasks (at least
-  ``frames.TASK_MIN_SHARE_NS`` each; from each task's measured time per message, capped at
-  ``in_flight_limit``);
+  ``frames.TASK_MIN_SHARE_NS`` each; from each task's measured time per message, which one report
+  raises by at most ``_MAX_RISE``; capped at ``in_flight_limit``);
 - a message whose process() asks for a commit or shutdown ends its batch: the worker skips the rest of
   that *epoch*, and the loop takes every message still in flight back (to the front of the task's
   pending queue) and sends it again under the next epoch once the request was served. So a request
@@ -46,6 +46,15 @@ from samzamp.systems.base import RawMessage
 from samzamp.task.coordinator import ReadableCoordinator
 
 __all__ = ["WorkerTaskProxy"]
+
+
+# A report moves the task's time per message up by at most this factor: a report whose time is far
+# above the average is nearly always one call that a pause filled (the worker stopped, a VM stall, a
+# long GC), not the typical message. Taken at face value it cut the bound to a few messages, and the
+# worker then waited on the loop after each few for dozens of reports (a ramp of about half a second
+# after every SIGCONT on bench/elasticity). A task that really slows down is followed within a few
+# reports all the same (1.6x a report at least).
+_MAX_RISE = 4.0
 
 
 class WorkerTaskProxy(TaskBase):
@@ -251,6 +260,8 @@ class WorkerTaskProxy(TaskBase):
         self.count_processed(n, frame.busy_ns, frame.max_ns)
         if n:
             per = frame.busy_ns / n
+            if self._avg_ns:
+                per = min(per, _MAX_RISE * self._avg_ns)
             self._avg_ns = per if not self._avg_ns else 0.8 * self._avg_ns + 0.2 * per
             # The worker's tasks come and go: its queue is shared by those it holds now.
             share_ns = max(f.TASK_MIN_SHARE_NS, f.IN_FLIGHT_TARGET_NS / self._pool.tasks_on(self.worker))

@@ -39,6 +39,11 @@ class Pool:
 
 
 def bound_after_reports(tasks: int, per_message_ns: int) -> int:
+    return bounds_after(tasks, [(10 * per_message_ns, per_message_ns)])[-1]
+
+
+def bounds_after(tasks: int, reports: list[tuple[int, int]]) -> list[int]:
+    """The task's in-flight bound after each report of 10 messages done in ``(busy_ns, max_ns)``."""
     pool = Pool(tasks)
     ti = WorkerTaskProxy(
         "T",
@@ -55,10 +60,13 @@ def bound_after_reports(tasks: int, per_message_ns: int) -> int:
         on_dirty=lambda flush: None,
     )
     asyncio.run(ti.start(TaskModel("T", (SSP,))))
-    for i in range(10):
-        ti.dispatch(SSP, (i, None, b"x", 0))
-    pool.handler(f.Processed(0, 0, 10, 10 * per_message_ns, per_message_ns))
-    return ti.state.max_concurrency
+    bounds = []
+    for k, (busy_ns, max_ns) in enumerate(reports):
+        for i in range(10):
+            ti.dispatch(SSP, (10 * k + i, None, b"x", 0))
+        pool.handler(f.Processed(0, 0, 10, busy_ns, max_ns))
+        bounds.append(ti.state.max_concurrency)
+    return bounds
 
 
 @pytest.mark.parametrize(("tasks", "expected_ms"), [(1, 80), (2, 40), (10, 32), (40, 32)])
@@ -68,6 +76,27 @@ def test_a_task_gets_its_share_of_the_worker_queue_but_at_least_two_report_inter
     assert f.TASK_MIN_SHARE_NS == 2 * f.REPORT_EVERY_NS == 32 * MS
     # 1 ms a message: the bound in messages is the task's share in milliseconds.
     assert bound_after_reports(tasks, per_message_ns=MS) == expected_ms
+
+
+def test_a_pause_inside_one_call_does_not_starve_the_worker_afterwards() -> None:
+    # 1 ms a message, then a report whose one call took 3 s: the worker was stopped (SIGSTOP, a VM
+    # stall, a long GC) in the middle of it. That call is not the task's typical message: the bound
+    # stays near its 80 messages, where taking the 3 s at face value would cut it to 2 and leave the
+    # worker waiting on the loop after every few messages for dozens of reports.
+    steady = (10 * MS, MS)
+    paused = (9 * MS + 3000 * MS, 3000 * MS)
+    bounds = bounds_after(1, [steady] * 5 + [paused])
+    assert bounds[4] == 80
+    assert bounds[5] >= 40
+
+
+def test_a_task_that_really_slows_down_gets_a_smaller_bound_within_a_few_reports() -> None:
+    # From 1 ms to 40 ms a message for good: the average rises by at most 4x a report, so the bound
+    # follows the slowdown within a few reports, down to the 2 messages that 80 ms of work hold.
+    bounds = bounds_after(1, [(10 * MS, MS)] * 5 + [(400 * MS, 40 * MS)] * 12)
+    assert bounds[4] == 80
+    assert bounds[5] < 80
+    assert bounds[-1] == 2
 
 
 def _proxy(in_flight_limit: int) -> tuple[WorkerTaskProxy, list[Any]]:
