@@ -20,10 +20,13 @@ host slows one core. pool 2 / pool 1 divided by it is samzamp's own efficiency.
 
 - A container starts while the others are stopped, and is stopped at its first output; start-up is
   reported apart ("start -> first output").
-- In a slice, after ``--settle`` (0.2 s), this process samples how many outputs the topic holds every
-  100 ms (one ListOffsets request; on Tansu it lags by up to a producer batch, which the slope ignores)
-  and takes the slice's rate as the least-squares slope of those samples. A configuration's rate is
-  its measured outputs over its measured time, over all its slices.
+- A slice is measured after ``--settle`` (0.2 s), to its end. Meanwhile this process samples how many
+  outputs the topic holds every 100 ms (one ListOffsets request), which tells when to stop taking
+  turns. The rates are counted after the round: a slice's outputs are those whose CreateTime (the
+  wall clock at produce(), stamped by librdkafka) falls in its measured part. A configuration's rate
+  is its outputs in all measured parts over their time. (The sampled slope is not used: on Tansu a
+  ListOffsets answer lags by the last producer batch of each partition, and it read one-producer
+  configurations 6-10% high.)
 - A commit comes due by wall time, stopped or not: so that each container commits about every 5 s of
   its own running time, as it would alone, task.commit.ms is 5 s times the number of turns in a cycle.
 - Measuring ends once some container wrote 90% of its outputs (or could write the rest in one slice);

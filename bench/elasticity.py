@@ -12,7 +12,8 @@ bench/cpu_task.py (bench/cpu_scaling.py's task: a deterministic pure-Python loop
 
 Contenders, taking turns in slices as bench/cpu_scaling.py's do (bench/turns.py: all run at once, only one
 is let run at a time, SIGSTOP/SIGCONT of its process group, cycles alternate their order, the first
-cycle warms up; rates are least-squares slopes of the outputs seen on the broker):
+cycle warms up; a rate is the count of outputs whose CreateTime falls in the measured parts of the
+slices, read back after the round; a burn reference's is the slope of its loop counter):
 
 pool N F=N  ``bin/samzamp-container`` with job.container.thread.pool.size = N and job.elasticity.factor
             = N (pool 1 runs its one task inline on the loop).

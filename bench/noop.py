@@ -233,23 +233,34 @@ def count_topic(
     bootstrap: str, topic: str, expected: int, timeout_s: float = 60.0, partitions: int = PARTITIONS
 ) -> int:
     """Messages in ``topic``: read until ``expected`` are seen, then until 1 s passes with none new."""
+    return len(output_times(bootstrap, topic, expected, timeout_s, partitions))
+
+
+def output_times(
+    bootstrap: str, topic: str, expected: int, timeout_s: float = 60.0, partitions: int = PARTITIONS
+) -> list[float]:
+    """The CreateTime (seconds since the epoch) of every message in ``topic``, sorted: read until
+    ``expected`` are seen, then until 1 s passes with none new. librdkafka stamps a message with the
+    wall clock when produce() is called, so for a job that writes one output per input these are the
+    times its inputs were processed, to the millisecond."""
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-count-{topic}", **CONSUMER_CONF})
     _assign_all(c, topic, partitions)
-    count = 0
+    times: list[float] = []
     deadline = time.monotonic() + timeout_s
     quiet_until = None
     try:
         while time.monotonic() < deadline:
             msgs = c.consume(10000, 0.2)
-            count += sum(1 for m in msgs if m.error() is None)
-            if count >= expected:
+            times.extend(m.timestamp()[1] / 1000 for m in msgs if m.error() is None)
+            if len(times) >= expected:
                 if msgs:
                     quiet_until = time.monotonic() + 1.0
                 elif quiet_until is not None and time.monotonic() > quiet_until:
                     break
     finally:
         c.close()
-    return count
+    times.sort()
+    return times
 
 
 def run_plain(bootstrap: str, out_topic: str, n: int, rep: int, broker_pid: int | None) -> PlainResult:

@@ -14,8 +14,8 @@ processes of the same job (job.name bench-zk-N), each its own process group, all
 from the oldest offset (every job reads it all, with its own checkpoints and ZooKeeper tree) and writing its
 own output topic. The jobs take turns as bench/cpu_scaling.py's containers do (bench/turns.py: all run at
 once, one job at a time is let run, by SIGSTOP/SIGCONT of all its processors' groups together; cycles
-alternate their order; the first cycle warms up; a slice's rate is the least-squares slope of the outputs
-seen on the broker). A job starts while the others are stopped; its start-up ("start -> stable") runs until
+alternate their order; the first cycle warms up; a slice's rate is the count of outputs whose CreateTime
+falls in its measured part, read back after the round). A job starts while the others are stopped; its start-up ("start -> stable") runs until
 every one of its N processors applied one job model that gives tasks to all N, and it wrote an output. Its
 processors' ZooKeeper sessions must outlive the time the job stays stopped while the others start and take
 their turns: zk.session.timeout.ms is 60 s there. Beside them, "burn xK" runs the task's loop alone in K
@@ -290,8 +290,11 @@ class ZkJob(Runner):
             p.check_alive(self.label)
 
     def finish(self, bs: str, n: int) -> None:
-        """Every output written, then SIGTERM to every processor at once: each exits 0."""
-        written = noop.count_topic(bs, self.out_topic, n, timeout_s=600, partitions=PARTITIONS)
+        """Every output written, then SIGTERM to every processor at once: each exits 0. Its rate is
+        counted from its outputs' CreateTimes, as a container's (``Runner.count_measured``)."""
+        times = noop.output_times(bs, self.out_topic, n, timeout_s=600, partitions=PARTITIONS)
+        written = len(times)
+        self.count_measured(times)
         if written < n:
             self.check_alive()
             raise SystemExit(f"{self.label}: only {written}/{n} outputs")
