@@ -48,12 +48,12 @@ from samzamp.task.coordinator import ReadableCoordinator
 __all__ = ["WorkerTaskProxy"]
 
 
-# A report moves the task's time per message up by at most this factor: a report whose time is far
+# A report's time per message counts for at most this many times the task's average: a report far
 # above the average is nearly always one call that a pause filled (the worker stopped, a VM stall, a
 # long GC), not the typical message. Taken at face value it cut the bound to a few messages, and the
 # worker then waited on the loop after each few for dozens of reports (a ramp of about half a second
-# after every SIGCONT on bench/elasticity). A task that really slows down is followed within a few
-# reports all the same (1.6x a report at least).
+# after every SIGCONT on bench/elasticity). A task that really slows down is still followed: its
+# average can rise 1.6x a report (0.8 + 0.2 x 4).
 _MAX_RISE = 4.0
 
 
