@@ -242,12 +242,10 @@ def run_slice(c: Contender, slice_s: float, settle_s: float, broker_pid: int | N
     c.signal(signal.SIGCONT)
     time.sleep(settle_s)
     samples: list[tuple[float, int]] = []
-    walls: list[float] = []
     end = t_on + slice_s
     while (now := time.perf_counter()) < end:
         c.last = c.count()
         samples.append((time.perf_counter(), c.last))
-        walls.append(time.time())
         time.sleep(min(SAMPLE_S, max(0.0, end - now)))
     c.signal(signal.SIGSTOP)
     t_off = time.perf_counter()
@@ -264,7 +262,8 @@ def run_slice(c: Contender, slice_s: float, settle_s: float, broker_pid: int | N
     if rate == rate:  # not NaN
         span = samples[-1][0] - samples[0][0]
         c.slopes.append(rate)
-        c.windows.append((walls[0], walls[-1]))
+        to_wall = time.time() - time.perf_counter()  # outputs carry wall-clock CreateTimes
+        c.windows.append((samples[0][0] + to_wall, samples[-1][0] + to_wall))
         c.measured_s += span
         c.measured_outputs += rate * span
 

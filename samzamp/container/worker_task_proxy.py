@@ -133,8 +133,8 @@ class WorkerTaskProxy(TaskBase):
     ) -> int:
         """Dispatch ``first`` and up to ``limit - 1`` more of ``ssp``'s buffered messages (the state said
         PROCESS), as far as the in-flight bound and the batch allow; stops before a control marker.
-        A packed run (it holds at most task.consumer.batch.size messages) is taken whole, as
-        ``dispatch`` takes it."""
+        A packed run (at most task.consumer.batch.size messages) is taken from the chooser whole and
+        handed to ``dispatch``, which splits it only past a small in-flight bound."""
         if isinstance(first, PackedRun):
             self.dispatch(ssp, first)
             return len(first.offsets)

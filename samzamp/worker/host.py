@@ -118,7 +118,7 @@ class Worker:
         self._unreported = 0  # messages behind them
         # A fast task's in-flight window is IN_FLIGHT_BATCHES batches: report after a quarter of
         # it, so that it never runs empty while reports wait.
-        self._report_after = f.REPORT_BATCHES * self.settings.worker_batch_size
+        self._report_after = f.report_after(self.settings.worker_batch_size)
         self._urgent = False  # ``out`` holds an answer the loop waits for
 
     # -- set-up -------------------------------------------------------------------------------

@@ -44,7 +44,7 @@ def _worker(batch_size: int = 256) -> tuple[Worker, CapturingSend]:
     w._reports = {}
     w._unreported_ns = w._unreported = 0
     w._urgent = False
-    w._report_after = f.REPORT_BATCHES * batch_size  # as Worker.__init__ sets it
+    w._report_after = f.report_after(batch_size)
     w.tasks, w.producers, w.changelogs = {}, {}, {}
     return w, tx
 

@@ -67,6 +67,7 @@ __all__ = [
     "decode_from_loop",
     "decode_from_worker",
     "encode",
+    "report_after",
 ]
 
 VERSION = 4
@@ -98,6 +99,12 @@ IN_FLIGHT_TARGET_NS = 80_000_000
 TASK_MIN_SHARE_NS = 2 * REPORT_EVERY_NS
 IN_FLIGHT_BATCHES = 16  # job.container.worker.batch.size messages each
 REPORT_BATCHES = IN_FLIGHT_BATCHES // 4
+
+
+def report_after(batch_size: int) -> int:
+    """How many unreported messages make a worker report, with batches of ``batch_size``
+    (job.container.worker.batch.size): a quarter of a fast task's in-flight window."""
+    return REPORT_BATCHES * batch_size
 
 
 class _Frame(msgspec.Struct, array_like=True, tag=True):
