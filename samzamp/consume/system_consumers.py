@@ -431,7 +431,10 @@ class SystemConsumers:
                     1 for b, part in enumerate(parts) if b not in owned for m in part if m[0] >= 0
                 )
         buffers = self._buffers
-        packed: dict[int, list[Buffered]] = {}  # by id of the list packed: lanes given the same list share its runs
+        # ``msgs`` packed once for every lane that takes all of it (a broadcast partition's); a lane's
+        # own part (its key bucket's, or what is past its start) packed for it alone. Not by id() of
+        # the list: a part dropped earlier in this loop leaves its id to the next one built.
+        whole: list[Buffered] | None = None
         for lane in reader.lanes:
             bucket = reader.buckets[lane]
             mine = msgs if bucket == -1 else parts[bucket]
@@ -444,10 +447,12 @@ class SystemConsumers:
                 mine = kept
             if mine:
                 if self._pack:
-                    runs = packed.get(id(mine))
-                    if runs is None:
-                        runs = packed[id(mine)] = pack(mine, self._pack)
-                    buffers[lane].extend(runs)
+                    if mine is not msgs:
+                        buffers[lane].extend(pack(mine, self._pack))
+                    else:
+                        if whole is None:
+                            whole = pack(msgs, self._pack)
+                        buffers[lane].extend(whole)
                 else:
                     buffers[lane].extend(mine)
                 got.append(lane)

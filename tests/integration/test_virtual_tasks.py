@@ -125,13 +125,22 @@ def test_sigkill_loop_loses_nothing_and_checkpoints_never_go_back(broker, unique
     total = sum(written.values())
     assert total == 100_000
     cfg, rec = virtual_job(tmp_path, unique, topic)
-    overrides = (f"job.elasticity.factor={factor}", "job.container.thread.pool.size=2")
+    # 20 µs a message: each run lives long enough to checkpoint, so a restart finds the buckets of a
+    # partition at different offsets, each lane skipping to its own.
+    overrides = (f"job.elasticity.factor={factor}", "job.container.thread.pool.size=2", "test.busy.us=20")
     for run in range(kills):
         c = Container(cfg, broker.bootstrap_servers, *overrides, log=tmp_path / f"run-{run}.log")
         target = (run + 1) * total // (kills + 2)
         wait_until(lambda t=target: _processed(rec) >= t, 180, f"run {run}: {target} processed", c)
         c.kill()
         assert c.proc.wait(timeout=30) == -signal.SIGKILL
+    # The premise: the last run starts a partition's buckets at different checkpointed offsets.
+    at = {
+        k: o
+        for offsets in _checkpoints_never_go_back(broker.bootstrap_servers, f"vt-{unique}").values()
+        for k, o in offsets.items()
+    }
+    assert any(len({at[k] for kb in range(factor) if (k := (topic, p, kb)) in at}) > 1 for p in range(partitions)), at
     c = Container(cfg, broker.bootstrap_servers, *overrides, log=tmp_path / "run-last.log")
     c.wait_started()  # the killed runs may have seen everything already: SIGTERM must find it running
 
@@ -144,11 +153,13 @@ def test_sigkill_loop_loses_nothing_and_checkpoints_never_go_back(broker, unique
     assert c.stop() == 0, c.log_text()[-3000:]
     last = _checkpoints_never_go_back(broker.bootstrap_servers, f"vt-{unique}")
     assert set(last) == {f"Partition {p}_{kb}_{factor}" for p in range(partitions) for kb in range(factor)}
-    # Within each run (one record file per task and process), a key's messages came in offset order.
+    # Within each run (one record file per task and process), a key's messages came in offset order,
+    # every one of them to its key's bucket.
     for f in rec.glob("*.log"):
         last_of_key: dict[str, int] = {}
         for line in f.read_text().splitlines():
-            _, _, _, offset, key = line.split()
+            _, _, bucket, offset, key = line.split()
+            assert int(bucket) == key_bucket(key.encode(), int(offset), factor), f"{f.name}: {key} at {offset}"
             assert int(offset) > last_of_key.get(key, -1), f"{f.name}: {key} at {offset} after {last_of_key[key]}"
             last_of_key[key] = int(offset)
 

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from samzamp.api.envelope import SystemStreamPartition
 from samzamp.choose.round_robin import RoundRobinChooser
 from samzamp.consume.lane import Lane
+from samzamp.consume.packed import PackedRun
 from samzamp.consume.system_consumers import SystemConsumers
 from samzamp.metrics.registry import MetricsRegistry
 from samzamp.systems.base import StartOffset
@@ -76,6 +77,6 @@ class Reader:
                     raise AssertionError(f"timed out waiting for {what}; read {self.seen}") from None
                 continue
             ssp, raw = chosen
-            self.seen.setdefault(ssp, []).append(raw[0])
+            self.seen.setdefault(ssp, []).extend(raw.offsets if type(raw) is PackedRun else [raw[0]])
             self.sc.try_update(ssp)
             await asyncio.sleep(0)  # the fetch thread's hand-offs run in between, as in the loop

@@ -49,10 +49,14 @@ def expected(n: int, factor: int, kb: int, after: int = -1) -> list[int]:
     return [o for o in range(n) if o > after and key_bucket(f"k{o % 37}".encode(), o, factor) == kb]
 
 
-def lanes(streams: InMemoryStreams, factor: int = 1) -> tuple[SystemConsumers, CountingConsumer, MetricsRegistry]:
+def lanes(
+    streams: InMemoryStreams, factor: int = 1, pack_runs: int = 0
+) -> tuple[SystemConsumers, CountingConsumer, MetricsRegistry]:
     consumer = CountingConsumer(streams)
     metrics = MetricsRegistry()
-    sc = SystemConsumers({"mem": consumer}, [], RoundRobinChooser(), metrics, 10_000, 20, elasticity_factor=factor)
+    sc = SystemConsumers(
+        {"mem": consumer}, [], RoundRobinChooser(), metrics, 10_000, 20, elasticity_factor=factor, pack_runs=pack_runs
+    )
     return sc, consumer, metrics
 
 
@@ -79,6 +83,32 @@ def test_key_buckets_split_a_partition_fetched_once_each_lane_from_its_own_start
     assert sc.skipped(bucket(1)) == len(expected(100, 2, 1))  # its messages at or below its start
     assert sc.skipped(bucket(0)) == 0
     assert metrics.timer("SystemConsumersMetrics", "keyhash-ns").count > 0
+
+
+@pytest.mark.parametrize("pack_runs", [0, 8], ids=["messages", "packed"])
+def test_every_bucket_gets_its_own_messages_when_every_lane_skips_to_its_own_start(pack_runs: int) -> None:
+    # A restart after checkpoints of one partition's buckets went their own ways: each lane filters
+    # the same fetched batch to its own list. Packed once per list, one lane's runs must never be
+    # taken for another's (a lane that did so processed a sibling's keys and checkpointed past its own).
+    # Odd buckets start past the first fetched batch, so their lanes filter it to nothing in between.
+    n, factor = 1500, 4
+    starts = {bucket(kb): 10 + 7 * kb if kb % 2 == 0 else 1100 + kb for kb in range(factor)}
+    sc, consumer, _ = lanes(keyed(n), factor=factor, pack_runs=pack_runs)
+    sc.add(dict(starts))
+    want = {lane: expected(n, factor, lane.key_bucket, after=start - 1) for lane, start in starts.items()}
+
+    async def main() -> Reader:
+        r = Reader(sc)
+        r.start()
+        # Until each lane read its last message: a lane given another's messages still gets there.
+        await r.read_until(lambda: all(r.offsets(k)[-1:] == w[-1:] for k, w in want.items()), "every last message")
+        sc.stop()
+        return r
+
+    r = asyncio.run(main())
+    assert consumer.registered == [(P0, 10)]
+    for lane, offsets in want.items():
+        assert r.offsets(lane) == offsets, f"bucket {lane.key_bucket}"
 
 
 def test_buckets_no_task_here_reads_are_counted_and_dropped() -> None:
