@@ -261,7 +261,9 @@ def test_drain_of_virtual_tasks_loses_and_repeats_nothing(broker, unique, tmp_pa
         "job.container.thread.pool.size=2",
         "job.drain-monitor.poll.interval.ms=200",
         "task.fetch.threshold=2000",  # little fetched ahead of the tasks: the drain comes mid-stream
-        "test.busy.us=100",
+        # 4 s of work for the two workers: the drain tool starts and the monitor finds its notification
+        # in about a second, well before the end (at 100 µs, one run in eight fetched to the end first).
+        "test.busy.us=400",
     )
     c = Container(cfg, broker.bootstrap_servers, *overrides, log=tmp_path / "run-0.log")
     wait_until(lambda: _processed(rec) >= 1000, 120, "some progress", c)
