@@ -2,7 +2,7 @@
 
 A client's settings, lowest precedence first:
 
-1. samzamp's defaults for that client (the ``defaults`` its module passes, e.g. linger.ms = 50);
+1. samzamp's defaults for that client (the ``defaults`` its module passes, e.g. linger.ms = 100);
 2. ``systems.<s>.kafka.*``: settings every client of the system needs (security.protocol, sasl.*,
    ssl.*, client.rack, ...);
 3. ``systems.<s>.consumer.*`` for a consumer, ``systems.<s>.producer.*`` for a producer (Samza's
