@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -244,3 +245,26 @@ def count_lines(record_dir: Path, prefix: str = "P ") -> int:
         with open(f, "rb") as fh:
             n += sum(1 for line in fh if line.startswith(prefix.encode()))
     return n
+
+
+def starting_offsets(log: str) -> dict[tuple[str, int], int]:
+    """Where a container started each task's reading of each input partition, from the "starting
+    offsets" line of its ``log``: (task as record files name it, partition) -> the next offset, 0 for
+    'oldest'."""
+    line = next(x for x in log.splitlines() if "starting offsets" in x)
+    found = re.findall(r"'([^':]+): SystemStreamPartition \[[^,\]]+, [^,\]]+, (\d+)[^\]]*\]': (\d+|'oldest')", line)
+    return {(task.replace(" ", "_"), int(p)): 0 if o == "'oldest'" else int(o) for task, p, o in found}
+
+
+def checkpointed_past(record_dir: Path, files_before: set[Path], starts: dict[tuple[str, int], int]) -> bool:
+    """Whether a task recorded (a ``K`` line, in a record file not in ``files_before``) a checkpoint
+    that covers a message at or past where it started (``starts``, of ``starting_offsets``): the run
+    checkpointed progress of its own, which the checkpoint a task writes at start (its restored
+    position) is not."""
+    for f in set(record_dir.glob("*.log")) - files_before:
+        task = f.name.rsplit(".", 2)[0]
+        for line in f.read_text().splitlines():
+            kind, *rest = line.split()
+            if kind == "K" and int(rest[-1]) >= starts.get((task, int(rest[0])), 0):
+                return True
+    return False

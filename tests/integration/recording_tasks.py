@@ -224,22 +224,31 @@ class StoreCountTask(StreamTask, InitableTask, _Recorder):
     """Counts messages per word in the changelogged store "counts": message "m<i>" is word "w<i % 37>".
     Records ``P <partition> <offset>`` per processed message (after the store write). At init it
     writes the restored store to ``<task>.<pid>.state`` (one ``word count`` line each, then ``END``).
-    With test.shutdown.after = N, its N-th message shuts the container down (all tasks; final commit)."""
+    With test.shutdown.after = N, its N-th message shuts the container down (all tasks; final commit);
+    test.busy.us makes each message cost that much CPU."""
 
     def init(self, context) -> None:
         self._open(context)
         self.counts = context.get_store("counts")
         self.shutdown_after = int(context.config.get("test.shutdown.after", 0))
+        self._busy_ns = int(context.config.get("test.busy.us", 0)) * 1000
         self.seen = 0
         _dump_store(context, self.counts)
 
     def process(self, envelope, collector, coordinator) -> None:
+        if self._busy_ns:
+            _busy(self._busy_ns)
         self.seen += 1
         word = f"w{int(envelope.message[1:]) % 37}"
         self.counts.put(word, (self.counts.get(word) or 0) + 1)
         self.record(f"P {envelope.system_stream_partition.partition} {envelope.offset}")
         if self.shutdown_after and self.seen == self.shutdown_after:
             coordinator.shutdown(RequestScope.ALL_TASKS_IN_CONTAINER)
+
+
+class CheckpointedStoreCountTask(StoreCountTask, _CheckpointRecorder):
+    """StoreCountTask that also records its checkpoints as ``K <partition> <offset>``: a test can wait
+    for one before it kills the container, so the restart starts from a checkpoint."""
 
 
 class StorePadCountTask(StoreCountTask, _CheckpointRecorder):
@@ -445,18 +454,22 @@ class KeyBucketTask(StreamTask, InitableTask, _Recorder):
             self.record(f"V {ssp.partition} {ssp.key_bucket} {envelope.offset} {envelope.key}")
 
 
-class KeyCountTask(StreamTask, InitableTask, _Recorder):
+class KeyCountTask(StreamTask, InitableTask, _CheckpointRecorder):
     """Word count by message key: adds one to the count of the message's key in the changelogged store
     "counts", keyed by that key (with key serde "string" on both, the store key's bytes are the
     message's key bytes, so re-bucketing moves each count to the task its messages go to). Records
-    ``P <partition> <offset>``; dumps the restored store at init, as StoreCountTask does."""
+    ``P <partition> <offset>`` and its checkpoints as ``K <partition> <offset>``; dumps the restored
+    store at init, as StoreCountTask does. test.busy.us makes each message cost that much CPU."""
 
     def init(self, context) -> None:
         self._open(context)
         self.counts = context.get_store("counts")
+        self._busy_ns = int(context.config.get("test.busy.us", 0)) * 1000
         _dump_store(context, self.counts)
 
     def process(self, envelope, collector, coordinator) -> None:
+        if self._busy_ns:
+            _busy(self._busy_ns)
         self.counts.put(envelope.key, (self.counts.get(envelope.key) or 0) + 1)
         self.record(f"P {envelope.system_stream_partition.partition} {envelope.offset}")
 

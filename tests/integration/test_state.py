@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import random
 import re
@@ -16,6 +17,7 @@ from pathlib import Path
 import pytest
 from kafka_util import (
     Container,
+    checkpointed_past,
     count_lines,
     counts_store,
     job_toml,
@@ -24,6 +26,7 @@ from kafka_util import (
     read_checkpoints,
     records,
     seed_input,
+    starting_offsets,
     wait_until,
     write_config,
 )
@@ -144,22 +147,44 @@ def test_sigkill_at_random_points_leaves_exact_counts(broker, unique, tmp_path: 
     n, kills = 100_000, 5
     topic = f"in-{unique}"
     seed_input(broker.bootstrap_servers, topic, PARTITIONS, n)
-    cfg, rec, state = _store_toml(tmp_path, unique, topic, "StoreCountTask")
-    overrides = (f"job.container.thread.pool.size={pool}",)
+    cfg, rec, state = _store_toml(tmp_path, unique, topic, "CheckpointedStoreCountTask")
+    # 20 µs a message and a commit every 100 ms: a run writes a checkpoint after a few thousand
+    # messages, however fast the machine, and the input outlasts the kills. Changelog writes reach
+    # the broker within 5 ms, not at the 100 ms linger: a kill soon after a checkpoint leaves writes
+    # past it in the changelog, for the restart to revert.
+    overrides = (
+        f"job.container.thread.pool.size={pool}",
+        "test.busy.us=20",
+        "task.commit.ms=100",
+        "systems.kafka.producer.linger.ms=5",
+    )
     rng = random.Random(4321)
 
     def processed() -> int:
         return count_lines(rec)
 
+    started: list[dict[int, int]] = []
     for run in range(kills):
+        files_before = set(rec.glob("*.log"))
         c = Container(cfg, broker.bootstrap_servers, *overrides, log=tmp_path / f"run-{run}.log")
-        target = processed() + rng.randint(n // 50, n // (kills + 2))
+        # Each run checkpoints progress of its own before it is killed (its tasks record checkpoints
+        # as K lines), then goes on for a random 0.5-2.5% of the input, about a commit interval's
+        # worth: the next run starts from a newer checkpoint, with a store whose changelog holds
+        # writes past it, and the input lasts for every run.
+        c.wait_started()
+        starts = starting_offsets(c.log_text())
+        started.append(starts)
+        wait_until(lambda f=files_before, s=starts: checkpointed_past(rec, f, s), 120, f"run {run} checkpoint", c)
+        target = processed() + rng.randint(n // 200, n // 40)
         wait_until(lambda t=target: processed() >= t, 120, f"run {run} progress", c)
         c.kill()
     _run_until(cfg, broker, rec, n, tmp_path / "final.log", *overrides)
     logs = "".join(f.read_text() for f in tmp_path.glob("*.log"))
     reverted = sum(int(x) for x in re.findall(r"reverted (\d+) uncommitted writes", logs))
     assert reverted > 0, "no kill left uncommitted changelog writes: the test did not exercise the revert"
+    # The premise: each restart started from a newer checkpoint than the run before it.
+    started.append(starting_offsets((tmp_path / "final.log").read_text()))
+    assert all(a != b for a, b in itertools.pairwise(started)), started
     # Outputs may repeat after the kills; the state may not: every count is exact.
     assert _store_contents(state) == _true_counts(n)
     # And a restore from the changelog alone gives the same state.
