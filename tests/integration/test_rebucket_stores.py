@@ -10,6 +10,7 @@ changelog partitions cleared of the keys they no longer own.
 
 from __future__ import annotations
 
+import itertools
 import re
 import shlex
 import struct
@@ -25,11 +26,13 @@ from confluent_kafka import Producer
 from kafka_util import (
     ROOT,
     Container,
+    checkpointed_past,
     child_env,
     counts_store,
     create_topic,
     job_toml,
     read_checkpoint_records,
+    starting_offsets,
     wait_until,
     write_config,
 )
@@ -68,6 +71,12 @@ def _counts(messages: list[Message]) -> dict[str, int]:
 def _task_dir(partition: int, key: str, factor: int) -> str:
     base = f"Partition_{partition}"
     return base if factor == 1 else f"{base}_{key_bucket(key.encode(), 0, factor)}_{factor}"
+
+
+def _task_of(starts: dict[tuple[str, int], int], partition: int, key: str) -> str:
+    """The task that reads ``key``'s messages of ``partition``, among a container's (``starts``)."""
+    tasks = [t for t, p in starts if p == partition]
+    return tasks[0] if len(tasks) == 1 else _task_dir(partition, key, len(tasks))
 
 
 def _by_task(counts: dict[str, int], factor: int) -> dict[str, dict[str, int]]:
@@ -154,11 +163,14 @@ def _run_until(
     *sets: str,
     during: Callable[[], None] = lambda: None,
 ):
-    """Start a container, wait until ``tasks`` stores were dumped and every message of ``want`` was
-    processed by it (then calls ``during``), stop it cleanly; its new record and dump files."""
+    """Start a container, wait until ``tasks`` stores were dumped and it processed every message of
+    ``want`` past its task's checkpoint (then calls ``during``), stop it cleanly; its new record and
+    dump files, and its log."""
     logs, dumps = _files(rec, ".log"), _files(rec, ".state")
     c = Container(cfg, bootstrap, *sets, log=log)
-    wanted = {(p, o) for p, o, _k in want}
+    c.wait_started()
+    starts = starting_offsets(c.log_text())
+    wanted = {(p, o) for p, o, k in want if o >= starts[(_task_of(starts, p, k), p)]}
     wait_until(lambda: len(_dumps(_files(rec, ".state") - dumps)) >= tasks, 120, f"{tasks} stores restored", c)
     wait_until(lambda: wanted <= set(_processed(_files(rec, ".log") - logs)), 120, "every message processed", c)
     during()
@@ -183,12 +195,22 @@ def test_a_stateful_job_changes_its_factor_with_every_count_exact(broker: Any, u
         tmp_path / "job.toml", job_toml(f"rb-{unique}", "recording_tasks:KeyCountTask", topic, rec, extra, top)
     )
 
-    # F = 2, three SIGKILLs mid-stream, then a clean stop after everything: exact counts.
+    # F = 2, three SIGKILLs mid-stream, then a clean stop after everything: exact counts. The killed
+    # runs have two workers and 300 µs a message, so each checkpoints progress of its own (a commit
+    # every 100 ms) before it is killed with work done past it: each restart finds the buckets of a
+    # partition at their own checkpoints, and their stores ahead of them.
     sent: list[Message] = []
+    killed = ("job.container.thread.pool.size=2", "test.busy.us=300", "task.commit.ms=100")
+    started: list[dict[tuple[str, int], int]] = []
     for k in range(3):
-        sent += _produce(bootstrap, topic, len(sent), 800)
-        before = sum(_processed(_files(rec, ".log")).values())
-        c = Container(cfg, bootstrap, log=tmp_path / f"f2-kill-{k}.log")
+        sent += _produce(bootstrap, topic, len(sent), 2000)
+        files_before = _files(rec, ".log")
+        before = sum(_processed(files_before).values())
+        c = Container(cfg, bootstrap, *killed, log=tmp_path / f"f2-kill-{k}.log")
+        c.wait_started()
+        starts = starting_offsets(c.log_text())
+        started.append(starts)
+        wait_until(lambda f=files_before, s=starts: checkpointed_past(rec, f, s), 120, "a checkpoint", c)
         wait_until(lambda b=before: sum(_processed(_files(rec, ".log")).values()) >= b + 300, 120, "progress", c)
         c.kill()
 
@@ -197,7 +219,11 @@ def test_a_stateful_job_changes_its_factor_with_every_count_exact(broker: Any, u
         assert running.returncode == 3, running.stderr
         assert "is running" in running.stderr
 
-    _run_until(cfg, bootstrap, rec, tmp_path / "f2.log", sent, 4, during=refused_while_running)
+    _, _, log = _run_until(cfg, bootstrap, rec, tmp_path / "f2.log", sent, 4, during=refused_while_running)
+    # The premise: each restart started from newer checkpoints, the last with a partition's buckets apart.
+    started.append(starting_offsets(log))
+    assert all(a != b for a, b in itertools.pairwise(started)), started
+    assert any(len({o for (t, p), o in started[-1].items() if p == q}) > 1 for q in range(PARTS)), started[-1]
     f2_tasks = {f"Partition_{p}_{b}_2" for p in range(PARTS) for b in range(2)}
     assert _local(state, f2_tasks) == _by_task(_counts(sent), 2)
 
