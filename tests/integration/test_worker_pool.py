@@ -18,6 +18,7 @@ from kafka_util import (
     read_checkpoints,
     records,
     seed_input,
+    starting_offsets,
     wait_until,
     write_config,
 )
@@ -58,7 +59,8 @@ def test_sigkill_of_one_worker_stops_the_container_and_a_restart_finishes(broker
     # 100 µs a message: 2 s of work for the two workers, so the kill lands while most is still to do.
     pool = ("job.container.thread.pool.size=2", "test.busy.us=100")
     c = Container(cfg, broker.bootstrap_servers, *pool, log=tmp_path / "run-0.log")
-    wait_until(lambda: count_lines(rec) >= 2_000, 120, "some progress", c)
+    # After a checkpoint (OrderTask records them as K lines): the restart resumes from it.
+    wait_until(lambda: count_lines(rec) >= 2_000 and count_lines(rec, "K ") > 0, 120, "a checkpoint", c)
     workers = _workers(c)
     assert len(workers) == 2, [p.cmdline() for p in workers]
     everything = [psutil.Process(c.proc.pid), *psutil.Process(c.proc.pid).children(recursive=True)]
@@ -78,6 +80,7 @@ def test_sigkill_of_one_worker_stops_the_container_and_a_restart_finishes(broker
 
     c2 = Container(cfg, broker.bootstrap_servers, *pool, log=tmp_path / "run-1.log")
     c2.wait_started()  # a SIGTERM before then kills it rather than stopping it
+    assert any(starting_offsets(c2.log_text()).values()), "the restart did not start from a checkpoint"
     wait_until(lambda: {(p, o) for _, p, o in records(rec)} >= _expected(n), 180, "every offset processed", c2)
     assert c2.stop() == 0, c2.log_text()[-3000:]
 
