@@ -226,7 +226,8 @@ def test_drain_of_a_windowed_aggregation_loses_and_repeats_nothing(broker, uniqu
     ("task", "overrides", "kind"),
     [
         ("DrainingAsyncTask", ("task.max.concurrency=8",), "C"),
-        ("DrainingOrderTask", ("job.container.thread.pool.size=2",), "P"),
+        # 200 µs a message: 2 s of work for the two workers, so the drain finds the seed unfinished.
+        ("DrainingOrderTask", ("job.container.thread.pool.size=2", "test.busy.us=200"), "P"),
     ],
     ids=["async-c8", "pool2"],
 )
@@ -238,6 +239,7 @@ def test_drain_waits_for_in_flight_work(broker, unique, tmp_path, task, override
     wait_until(lambda: count_lines(rec, f"{kind} ") >= 1000, 120, "the first run to process 1000 messages", c1)
     drain_and_wait(cfg, bootstrap, c1)
     log1 = c1.log_text()
+    assert buffered_at_drain(log1) > 0, "the drain found no work left: it waited for nothing"
     point = drain_point(log1)
     files = records_by_file(rec)
     pids = process_ids(c1)
