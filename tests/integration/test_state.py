@@ -163,7 +163,7 @@ def test_sigkill_at_random_points_leaves_exact_counts(broker, unique, tmp_path: 
     def processed() -> int:
         return count_lines(rec)
 
-    started: list[dict[int, int]] = []
+    started: list[dict[tuple[str, int], int]] = []
     for run in range(kills):
         files_before = set(rec.glob("*.log"))
         c = Container(cfg, broker.bootstrap_servers, *overrides, log=tmp_path / f"run-{run}.log")

@@ -90,7 +90,8 @@ def test_every_bucket_gets_its_own_messages_when_every_lane_skips_to_its_own_sta
     # A restart after checkpoints of one partition's buckets went their own ways: each lane filters
     # the same fetched batch to its own list. Packed once per list, one lane's runs must never be
     # taken for another's (a lane that did so processed a sibling's keys and checkpointed past its own).
-    # Odd buckets start past the first fetched batch, so their lanes filter it to nothing in between.
+    # Odd buckets start past the first fetched batch (the in-memory consumer fetches 1000 at a time),
+    # so their lanes filter it to nothing in between: the pattern that made a freed list's id() reused.
     n, factor = 1500, 4
     starts = {bucket(kb): 10 + 7 * kb if kb % 2 == 0 else 1100 + kb for kb in range(factor)}
     sc, consumer, _ = lanes(keyed(n), factor=factor, pack_runs=pack_runs)
