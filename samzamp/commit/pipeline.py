@@ -28,7 +28,6 @@ if TYPE_CHECKING:
 
     from samzamp.api.envelope import SystemStreamPartition
     from samzamp.commit.topic_checkpoint import TopicCheckpointManager
-    from samzamp.metrics.registry import Gauge
 
 __all__ = ["CommittableTask", "LocalCommitTask", "commit_task", "prepare_local_commit"]
 
@@ -39,7 +38,6 @@ class CommittableTask(Protocol):
     name: str
     logged_stores: frozenset[str]  # stores whose changelog markers every checkpoint must carry
     checkpointed: dict[SystemStreamPartition, int]
-    checkpointed_gauges: dict[SystemStreamPartition, Gauge]
 
     async def prepare_commit(self) -> tuple[dict[SystemStreamPartition, int], dict[str, str]]: ...
 
@@ -98,7 +96,5 @@ async def commit_task(ti: CommittableTask, manager: TopicCheckpointManager) -> b
         return False
     await asyncio.to_thread(write_checkpoint, ti, manager, offsets, markers)
     ti.checkpointed = offsets
-    for ssp, offset in offsets.items():
-        ti.checkpointed_gauges[ssp].set(offset)
     ti.checkpoint_written(offsets)
     return True

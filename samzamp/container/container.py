@@ -35,8 +35,8 @@ from samzamp.config.stream_serdes import StreamSerdes
 from samzamp.consume.lane import Lane, partition_of, task_lanes
 from samzamp.consume.system_consumers import SystemConsumers
 from samzamp.container.run_loop import RunLoop
+from samzamp.container.ssp_gauges import SspGauges
 from samzamp.container.systems import Systems
-from samzamp.container.task_base import ssp_label
 from samzamp.container.task_instance import TaskInstance
 from samzamp.container.worker_task_proxy import WorkerTaskProxy
 from samzamp.coordinator.grouper import task_order
@@ -112,6 +112,7 @@ class SamzaContainer:
             pack_runs=st.consumer_batch_size if pool is not None and st.consumer_batch_size > 1 else 0,
         )
         self.run_loop = RunLoop([], self.consumers, checkpoints, st, metrics, loop)
+        self._ssp_gauges = SspGauges(metrics, self.consumers.high_watermark)
         self._applying = asyncio.Lock()
         self._broadcast = settings.task.broadcast_inputs
 
@@ -169,9 +170,7 @@ class SamzaContainer:
 
     def _remove_metrics(self, t: Task) -> None:
         self.metrics.remove(f"TaskName-{t.name}")
-        labels = [ssp_label(s) for s in t.ssps]
-        self.metrics.remove("OffsetManagerMetrics", [f"{label}-checkpointed-offset" for label in labels])
-        self.metrics.remove("SystemConsumersMetrics", [f"{label}-messages-behind-high-watermark" for label in labels])
+        self._ssp_gauges.remove(t)
 
     # -- starting tasks -------------------------------------------------------------------------
     async def _start_tasks(self, models: list[TaskModel]) -> None:
@@ -204,7 +203,7 @@ class SamzaContainer:
         for t in started:
             self.tasks[t.name] = t
             self.run_loop.add_task(t)
-            self._register_consumer_gauges(t)
+            self._register_metrics(t)
         self.consumers.add(starts)
 
     async def _start_inline_task(self, model: TaskModel, checkpointed: dict[SystemStreamPartition, int]) -> Task:
@@ -315,23 +314,15 @@ class SamzaContainer:
                         starts[lane] = OLDEST
         return starts
 
-    def _register_consumer_gauges(self, t: Task) -> None:
+    def _register_metrics(self, t: Task) -> None:
+        """The gauges of ``t`` that need the container: its skipped envelopes, and its SSPs' checkpointed
+        offsets and lag (shared with the other readers of a broadcast SSP)."""
         consumers = self.consumers
         lanes = self.run_loop.lanes(t)
-        for ssp in t.ssps:
-
-            def lag(
-                ssp: SystemStreamPartition = ssp, last: dict[SystemStreamPartition, int] = t.last_processed
-            ) -> int | None:
-                hw = consumers.high_watermark(ssp)
-                if hw is None:
-                    return None
-                return max(0, hw - (last.get(ssp, -1) + 1))
-
-            self.metrics.gauge("SystemConsumersMetrics", f"{ssp_label(ssp)}-messages-behind-high-watermark", fn=lag)
         self.metrics.gauge(
             f"TaskName-{t.name}", "skipped-envelopes", fn=lambda: sum(consumers.skipped(lane) for lane in lanes)
         )
+        self._ssp_gauges.add(t)
 
     # -- run ------------------------------------------------------------------------------------
     async def run(self) -> None:

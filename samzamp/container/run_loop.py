@@ -44,7 +44,7 @@ from samzamp.consume.lane import BroadcastLane, Lane, lane_ssp, task_lanes
 from samzamp.consume.packed import Buffered, messages_in
 from samzamp.consume.system_consumers import SystemConsumers
 from samzamp.container.task_state import TaskOp, TaskState
-from samzamp.metrics.registry import Counter, Gauge, MetricsRegistry, Timer
+from samzamp.metrics.registry import Counter, MetricsRegistry, Timer
 from samzamp.systems.base import DRAIN, END_OF_STREAM
 from samzamp.task.coordinator import ReadableCoordinator
 
@@ -65,7 +65,6 @@ class RunLoopTask(Protocol):
     drain_marked: set[SystemStreamPartition]
     last_processed: dict[SystemStreamPartition, int]
     checkpointed: dict[SystemStreamPartition, int]
-    checkpointed_gauges: dict[SystemStreamPartition, Gauge]
     logged_stores: frozenset[str]
     m_commit_calls: Counter
     m_commit_ns: Timer

@@ -9,16 +9,11 @@ from __future__ import annotations
 import functools
 
 from samzamp.api.envelope import SystemStreamPartition
+from samzamp.container.ssp_gauges import ssp_label
 from samzamp.container.task_state import TaskState
-from samzamp.metrics.registry import Gauge, MetricsRegistry
+from samzamp.metrics.registry import MetricsRegistry
 
-__all__ = ["TaskBase", "ssp_label"]
-
-
-def ssp_label(ssp: SystemStreamPartition) -> str:
-    """An SSP in a metric's name: ``system-stream-partition``, then ``-bucket`` for a key bucket."""
-    label = f"{ssp.system}-{ssp.stream}-{ssp.partition}"
-    return label if ssp.key_bucket == -1 else f"{label}-{ssp.key_bucket}"
+__all__ = ["TaskBase"]
 
 
 class TaskBase:
@@ -51,13 +46,8 @@ class TaskBase:
         self.m_commit_ns = metrics.timer("SamzaContainerMetrics", "commit-ns")
         metrics.gauge(group, "messages-in-flight", fn=lambda: self.state.messages_in_flight)
         metrics.gauge(group, "pending-messages", fn=lambda: len(self.state.pending))
-        self.checkpointed_gauges: dict[SystemStreamPartition, Gauge] = {}
         for ssp in ssps:
-            label = ssp_label(ssp)
-            metrics.gauge(group, f"{label}-offset", fn=functools.partial(self.last_processed.get, ssp))
-            self.checkpointed_gauges[ssp] = metrics.gauge("OffsetManagerMetrics", f"{label}-checkpointed-offset")
-            if ssp in checkpointed:
-                self.checkpointed_gauges[ssp].set(checkpointed[ssp])
+            metrics.gauge(group, f"{ssp_label(ssp)}-offset", fn=functools.partial(self.last_processed.get, ssp))
 
     def count_processed(self, n: int, total_ns: int, max_ns: int) -> None:
         """Count ``n`` messages processed in ``total_ns`` (the longest took ``max_ns``): once per

@@ -60,7 +60,7 @@ def _processed(task: str) -> list[int]:
     return [e[3] for e in EVENTS if e[0] == "P" and e[1] == task]
 
 
-def _processor(streams: InMemoryStreams) -> StreamProcessor:
+def _processor(streams: InMemoryStreams, **more: Any) -> StreamProcessor:
     config = {
         "job.name": "job",
         "job.default.system": "mem",
@@ -71,6 +71,7 @@ def _processor(streams: InMemoryStreams) -> StreamProcessor:
         "systems.mem.samza.factory": "inmemory",
         "systems.mem.samza.msg.serde": "msgpack",
         "systems.mem.default.stream.samza.offset.default": "oldest",
+        **more,
     }
     return StreamProcessor(validate(load_config(None, config)), inmemory={"mem": streams})
 
@@ -122,6 +123,43 @@ def test_a_task_leaves_and_comes_back_where_its_checkpoint_left_it() -> None:
     assert [e[0] for e in p1] == ["I", "E", "I", "E"]
     p0 = [e[0] for e in EVENTS if e[1] == "Partition 0" and e[0] in "IE"]
     assert p0 == ["I", "E"]  # untouched by both applies
+
+
+def test_a_broadcast_partitions_gauges_stay_while_any_task_reads_it_and_speak_for_the_slowest() -> None:
+    EVENTS.clear()
+    streams = InMemoryStreams()
+    streams.create("in", 2)
+    streams.create("bc", 1)
+    _append(streams, 0, 2)
+    _append(streams, 1, 2)
+    for i in range(3):
+        streams.append("bc", 0, None, msgspec.msgpack.encode(i))
+    processor = _processor(streams, **{"task.broadcast.inputs": "mem.bc#0"})
+    checkpointed, behind = "mem-bc-0-checkpointed-offset", "mem-bc-0-messages-behind-high-watermark"
+
+    async def main() -> None:
+        run = asyncio.create_task(processor.run())
+        await _until(lambda: len(_processed("Partition 0")) == 5 and len(_processed("Partition 1")) == 5)
+        container = processor.container
+        assert container is not None
+        full = container.job_model
+        # Partition 1 leaves with a final checkpoint of bc-0 at 2; Partition 0, which reads bc-0 too,
+        # has none yet, so a restart of it would not resume past 2: the gauge must not say 2.
+        await container.apply(full.only(["Partition 0"], generation=2))
+        snapshot = processor.metrics.snapshot()
+        assert snapshot["OffsetManagerMetrics"][checkpointed] is None
+        assert snapshot["SystemConsumersMetrics"][behind] == 0
+        # Now Partition 0 leaves (checkpoint 2) and Partition 1 comes back from its own checkpoint.
+        await container.apply(full.only(["Partition 1"], generation=3))
+        assert processor.metrics.snapshot()["OffsetManagerMetrics"][checkpointed] == 2
+        await container.apply(JobModel(4, {}))
+        snapshot = processor.metrics.snapshot()
+        assert checkpointed not in snapshot.get("OffsetManagerMetrics", {})
+        assert behind not in snapshot.get("SystemConsumersMetrics", {})
+        processor.stop()
+        await asyncio.wait_for(run, 10)
+
+    asyncio.run(main())
 
 
 def test_a_task_that_cannot_start_fails_the_container_not_only_the_apply() -> None:

@@ -1,0 +1,89 @@
+"""The per-SSP gauges of a container: one set per input partition (or key bucket), however many
+tasks read it.
+
+- ``OffsetManagerMetrics``, ``<ssp>-checkpointed-offset``: the last offset checkpointed for the SSP;
+- ``SystemConsumersMetrics``, ``<ssp>-messages-behind-high-watermark``: messages past the last one
+  processed.
+
+A broadcast partition is read by every task, each at its own pace and with its own checkpoint, so
+its gauges speak for the slowest reader: the lowest checkpointed offset (None while a reader has no
+checkpoint yet) and the largest lag. A gauge lives while any task reads its SSP, so a task that leaves
+takes with it only the gauges of SSPs no other task reads.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Protocol
+
+from samzamp.api.envelope import SystemStreamPartition
+from samzamp.metrics.registry import MetricsRegistry
+
+__all__ = ["SspGauges", "ssp_label"]
+
+CHECKPOINTED = ("OffsetManagerMetrics", "checkpointed-offset")
+BEHIND = ("SystemConsumersMetrics", "messages-behind-high-watermark")
+
+
+def ssp_label(ssp: SystemStreamPartition) -> str:
+    """An SSP in a metric's name: ``system-stream-partition``, then ``-bucket`` for a key bucket."""
+    label = f"{ssp.system}-{ssp.stream}-{ssp.partition}"
+    return label if ssp.key_bucket == -1 else f"{label}-{ssp.key_bucket}"
+
+
+class SspReader(Protocol):
+    """What the gauges read of a task, wherever it runs."""
+
+    ssps: frozenset[SystemStreamPartition]
+    checkpointed: dict[SystemStreamPartition, int]
+    last_processed: dict[SystemStreamPartition, int]
+
+
+class SspGauges:
+    """The gauges of the SSPs the container's tasks read. Event loop thread only (the gauges
+    themselves may be read from any thread: they only read dicts)."""
+
+    def __init__(self, metrics: MetricsRegistry, high_watermark: Callable[[SystemStreamPartition], int | None]) -> None:
+        """``high_watermark``: the partition's high watermark as the consumers last saw it."""
+        self._metrics = metrics
+        self._high_watermark = high_watermark
+        self._readers: dict[SystemStreamPartition, list[SspReader]] = {}
+
+    def add(self, task: SspReader) -> None:
+        """Count ``task`` among the readers of each of its SSPs, creating the gauges of the first."""
+        for ssp in task.ssps:
+            readers = self._readers.get(ssp)
+            if readers is None:
+                readers = self._readers[ssp] = []
+                label = ssp_label(ssp)
+                checkpointed = functools.partial(_lowest_checkpoint, ssp, readers)
+                behind = functools.partial(self._most_behind, ssp, readers)
+                self._metrics.gauge(CHECKPOINTED[0], f"{label}-{CHECKPOINTED[1]}", fn=checkpointed)
+                self._metrics.gauge(BEHIND[0], f"{label}-{BEHIND[1]}", fn=behind)
+            readers.append(task)
+
+    def remove(self, task: SspReader) -> None:
+        """Stop counting ``task``; the gauges of an SSP it was the last reader of go."""
+        for ssp in task.ssps:
+            readers = self._readers[ssp]
+            readers.remove(task)
+            if not readers:
+                del self._readers[ssp]
+                label = ssp_label(ssp)
+                self._metrics.remove(CHECKPOINTED[0], [f"{label}-{CHECKPOINTED[1]}"])
+                self._metrics.remove(BEHIND[0], [f"{label}-{BEHIND[1]}"])
+
+    def _most_behind(self, ssp: SystemStreamPartition, readers: list[SspReader]) -> int | None:
+        hw = self._high_watermark(ssp)
+        if hw is None or not readers:
+            return None
+        slowest = min(t.last_processed.get(ssp, -1) for t in readers)
+        return max(0, hw - (slowest + 1))
+
+
+def _lowest_checkpoint(ssp: SystemStreamPartition, readers: list[SspReader]) -> int | None:
+    offsets = [t.checkpointed.get(ssp) for t in readers]
+    if not offsets or None in offsets:
+        return None
+    return min(o for o in offsets if o is not None)
