@@ -39,7 +39,7 @@ demo: ring
 
 lint: ring
 	$(VENV)/bin/ruff check samzamp tests bench
-	$(VENV)/bin/mypy samzamp
+	$(VENV)/bin/mypy samzamp bench
 	$(VENV)/bin/lint-imports
 
 test: lint native-test

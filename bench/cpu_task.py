@@ -5,7 +5,14 @@ from __future__ import annotations
 
 import os
 
-from samzamp import OutgoingMessageEnvelope, StreamTask, SystemStream
+from samzamp import (
+    IncomingMessageEnvelope,
+    MessageCollector,
+    OutgoingMessageEnvelope,
+    StreamTask,
+    SystemStream,
+    TaskCoordinator,
+)
 
 OUTPUT_TOPIC = os.environ.get("BENCH_NOOP_OUTPUT", "bench-cpu-out")
 ITERATIONS = int(os.environ.get("BENCH_CPU_ITERATIONS", "280"))
@@ -21,7 +28,9 @@ def burn(seed: int, iterations: int = ITERATIONS) -> int:
 class CpuTask(StreamTask):
     OUT = SystemStream("kafka", OUTPUT_TOPIC)
 
-    def process(self, envelope, collector, coordinator):
+    def process(
+        self, envelope: IncomingMessageEnvelope, collector: MessageCollector, coordinator: TaskCoordinator
+    ) -> None:
         message = envelope.message
         message["h"] = burn(message["id"])
         collector.send(OutgoingMessageEnvelope(self.OUT, message, key=envelope.key))

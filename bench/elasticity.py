@@ -91,7 +91,7 @@ def plain_loop(bootstrap: str, out_topic: str) -> None:
             for m in c.consume(1000, 0.1):
                 if m.error() is not None:
                     continue
-                message = decode(m.value())
+                message = decode(m.value() or b"")
                 message["h"] = burn(message["id"])
                 value = encode(message)
                 while True:

@@ -32,10 +32,10 @@ Split = Callable[[Sequence[RawMessage], int], list[list[RawMessage]]]
 def batches(count: int, size: int) -> list[list[RawMessage]]:
     """``count`` batches of ``size`` messages with random 16-byte keys and 100-byte values, offsets in order."""
     value = b"v" * VALUE_BYTES
-    out = []
+    out: list[list[RawMessage]] = []
     offset = 0
     for _ in range(count):
-        batch = []
+        batch: list[RawMessage] = []
         for _ in range(size):
             batch.append((offset, os.urandom(KEY_BYTES), value, 1_700_000_000_000 + offset))
             offset += 1

@@ -51,7 +51,7 @@ from pathlib import Path
 import msgspec
 import psutil
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
+from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec  # type: ignore[attr-defined]
 
 from samzamp.systems.kafka import EmbeddedBroker
 from samzamp.systems.kafka.producer import PRODUCER_LINGER_MS
@@ -287,7 +287,7 @@ def run_plain(bootstrap: str, out_topic: str, n: int, rep: int, broker_pid: int 
             for m in msgs:
                 if m.error() is not None:
                     continue
-                value = encode(decode(m.value()))
+                value = encode(decode(m.value() or b""))
                 while True:
                     try:
                         produce(out_topic, value, m.key())
@@ -367,7 +367,7 @@ class OutputWatch:
 
     def __init__(self, bootstrap: str, topic: str, partitions: int = PARTITIONS) -> None:
         self._admin = AdminClient({"bootstrap.servers": bootstrap})
-        self._request = {TopicPartition(topic, p): OffsetSpec.latest() for p in range(partitions)}
+        self._request = {TopicPartition(topic, p): OffsetSpec.latest() for p in range(partitions)}  # type: ignore[no-untyped-call]
 
     def poll(self) -> int:
         """Messages written so far, as ListOffsets tells (waits one sampling period first)."""
@@ -436,7 +436,8 @@ def run_samzamp(
     watch = OutputWatch(bootstrap, out_topic)
     count = 0
     samples: list[tuple[float, int]] = []
-    t_first = t_last = None
+    t_first: float | None = None
+    t_last: float | None = None
     with open(log_path, "wb") as log:
         t0 = time.perf_counter()
         proc = subprocess.Popen(
@@ -475,6 +476,8 @@ def run_samzamp(
                 t_last = now
                 samples.append((now, seen))
             cpu1, bcpu1, scpu1 = tree_cpu_seconds(proc.pid), cpu_seconds(broker_pid), cpu_seconds()
+            assert t_first is not None  # the loop ran until outputs came
+            assert t_last is not None
             threads.report(t_last - t_first)
             # The measurement is over: wait for every output (reading them all), then stop.
             written = count_topic(bootstrap, out_topic, n, timeout_s=max(60.0, deadline - time.monotonic()))

@@ -8,7 +8,14 @@ from __future__ import annotations
 
 import os
 
-from samzamp import OutgoingMessageEnvelope, StreamTask, SystemStream
+from samzamp import (
+    IncomingMessageEnvelope,
+    MessageCollector,
+    OutgoingMessageEnvelope,
+    StreamTask,
+    SystemStream,
+    TaskCoordinator,
+)
 
 OUTPUT_TOPIC = os.environ.get("BENCH_NOOP_OUTPUT", "bench-noop-out")
 
@@ -16,5 +23,7 @@ OUTPUT_TOPIC = os.environ.get("BENCH_NOOP_OUTPUT", "bench-noop-out")
 class NoopTask(StreamTask):
     OUT = SystemStream("kafka", OUTPUT_TOPIC)
 
-    def process(self, envelope, collector, coordinator):
+    def process(
+        self, envelope: IncomingMessageEnvelope, collector: MessageCollector, coordinator: TaskCoordinator
+    ) -> None:
         collector.send(OutgoingMessageEnvelope(self.OUT, envelope.message, key=envelope.key))

@@ -69,10 +69,11 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from typing import NoReturn
 
 import noop
 from confluent_kafka import KafkaException, Producer
@@ -190,7 +191,7 @@ class Processor:
         if self.proc.poll() is not None:
             self.fail(f"{what}: processor {self.pid} exited with {self.proc.returncode}")
 
-    def fail(self, why: str) -> None:
+    def fail(self, why: str) -> NoReturn:
         tail = self.text().splitlines()[-30:]
         print("\n".join([f"--- processor {self.pid} log (last lines) ---", *tail, "---"]), file=sys.stderr)
         raise SystemExit(why)
@@ -535,7 +536,7 @@ def report_rebalances(done: list[Rebalance]) -> None:
             f"{ms(r.resumed - r.t0):>13}{r.paused_ms:>13,}{ms(max(r.silences)):>13}  "
             f"{r.silent()} ({r.moved}); {ms(max(r.quiet))}"
         )
-    spans = {
+    spans: dict[str, Callable[[Rebalance], float]] = {
         "t0 -> published": lambda r: (r.published - r.t0) * 1000,
         "published -> resumed": lambda r: (r.resumed - r.published) * 1000,
         "t0 -> resumed": lambda r: (r.resumed - r.t0) * 1000,

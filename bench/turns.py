@@ -343,7 +343,7 @@ def turns_round(
 
 def median_of(rounds: list[dict[str, Contender]], label: str, attr: str) -> float:
     """The median over the rounds of contender ``label``'s ``attr`` (rate, startup_s)."""
-    return statistics.median(getattr(res[label], attr) for res in rounds)
+    return float(statistics.median(getattr(res[label], attr) for res in rounds))
 
 
 def ratios(rounds: list[dict[str, Contender]], a: str, b: str) -> list[float]:
