@@ -1,7 +1,11 @@
 """A changelog reader never waits forever, against the real broker: a partition or topic that does
 not exist is an error within the bound, naming the topic, the partition and how many partitions the
-topic has; a broker that does not answer is an error within the bound as well. Both readers: the
-container's (restore, trim) and the offline jobs'."""
+topic has; a broker that does not answer is an error within the bound as well. The one reader
+(``ChangelogReader``), as the container (restore, trim) and the offline jobs call it.
+
+Not here: a start offset the partition does not hold. The reader fails on it (auto.offset.reset =
+error) where Kafka answers OFFSET_OUT_OF_RANGE; Tansu answers a fetch past the end with nothing (the
+reader then fails at its stall bound) and has no DeleteRecords to trim a partition's start."""
 
 from __future__ import annotations
 
@@ -95,6 +99,19 @@ def test_the_offline_reader_fails_the_same_way(broker: EmbeddedBroker, changelog
     got, error, _ = _read(lambda: PartitionReader(source, 0), PROMPTLY_S * 3)
     assert error is None
     assert [o for o, _k, _v in got] == [0, 1, 2]  # type: ignore[misc]
+
+
+def test_a_start_at_the_end_reads_nothing_promptly_and_is_no_error(broker: EmbeddedBroker, changelog: str) -> None:
+    # A local store that is up to date restores from the changelog's end. The readers fail on a start
+    # the partition does not hold (auto.offset.reset = error); the end itself is one it holds, even
+    # where ListOffsets answers lower than the end (Tansu). Partition 0 holds offsets 0..2.
+    clients = _clients(broker.bootstrap_servers)
+    got, error, took = _read(lambda: read_changelog(clients, changelog, 0, 3, None), PROMPTLY_S * 3)
+    assert (got, error) == ([], None)
+    assert took < PROMPTLY_S, f"took {took:.1f} s"
+    reader = PartitionReader(ChangelogSource("kafka", changelog, clients), 0, start=3)
+    got, error, _ = _read(lambda: reader, PROMPTLY_S * 3)
+    assert (got, error, reader.end) == ([], None, 3)
 
 
 @pytest.fixture

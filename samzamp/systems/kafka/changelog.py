@@ -1,9 +1,10 @@
 """Kafka I/O of store changelogs: a producer that knows the newest acknowledged offset per partition,
-and a reader of one partition between two offsets (restore) or from an offset to its end (trim).
+and the reader of one partition between two offsets (restore) or from an offset to its end (trim),
+for a container and for the offline jobs.
 
 Ends are found by reading to the partition-EOF event, never with ListOffsets (Tansu answers it low).
 
-A reader never waits forever (the offline jobs' reader uses the same two guards):
+A reader never waits forever:
 
 - ``missing_partition`` first: a consumer assigned a partition that does not exist (or a topic that
   does not) gets no record, no error and no EOF from librdkafka, ever; the topic's metadata says so
@@ -26,7 +27,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaExcepti
 from samzamp.api.errors import SystemFailureError
 from samzamp.systems.kafka.assign import assign
 from samzamp.systems.kafka.client_config import EOF_READER, KafkaClientSettings, client_config
-from samzamp.systems.kafka.codes import PARTITION_EOF
+from samzamp.systems.kafka.codes import AUTO_OFFSET_RESET, PARTITION_EOF
 from samzamp.systems.kafka.producer import PRODUCER_LINGER_MS
 
 if TYPE_CHECKING:
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CHANGELOG_STALL_S",
     "ChangelogProducer",
+    "ChangelogReader",
     "batches",
     "changelog_producers",
     "missing_partition",
@@ -178,6 +180,114 @@ def batches(
         yield batch
 
 
+class ChangelogReader:
+    """The records of one changelog partition in offset order: ``(offset, key, value or None for a
+    tombstone)``. The one reader of changelogs: a container's restore (``read_changelog``) and the
+    offline jobs' Spark tasks (``samzamp.offline.changelog``).
+
+    ``start`` None reads from the oldest record; an int from that offset, which the partition must
+    hold: an offset before its oldest record or past its end is an error, never a silent jump to the
+    end, which would restore nothing. ``upto`` None reads to the partition's end (the first
+    PARTITION_EOF); an int stops after the last record at or below it, and a partition that ends
+    before ``upto`` is an error (a checkpoint covers records the topic no longer has). After the
+    iteration, ``end`` is the partition's end offset if the read reached it (None if it stopped at
+    ``upto`` first). A partition that does not exist, a record without a key, and ``stall_s`` of
+    waiting with neither a record nor the end are errors too. Every error is ``error(message)``,
+    the message naming the topic and partition.
+
+    Used by one thread; iterate once.
+    """
+
+    def __init__(
+        self,
+        clients: KafkaClientSettings,
+        topic: str,
+        partition: int,
+        start: int | None = None,
+        upto: int | None = None,
+        *,
+        stall_s: float = CHANGELOG_STALL_S,
+        group_id: str = "samzamp-changelog-restore",
+        error: Callable[[str], Exception] = SystemFailureError,
+    ) -> None:
+        self.clients = clients
+        self.topic = topic
+        self.partition = partition
+        self.start = start
+        self.upto = upto
+        self.stall_s = stall_s
+        self.end: int | None = None
+        self._group_id = group_id
+        self._error = error
+
+    def _where(self) -> str:
+        return f"changelog {self.topic}[{self.partition}]"
+
+    def __iter__(self) -> Iterator[tuple[int, bytes, bytes | None]]:
+        owned = {
+            **EOF_READER,
+            "enable.auto.commit": False,  # assign only: offsets are the checkpoints', never the group's
+            "auto.offset.reset": "earliest" if self.start is None else "error",
+        }
+        defaults = {"group.id": self._group_id, "fetch.wait.max.ms": 10, "fetch.queue.backoff.ms": 10}
+        consumer = Consumer(client_config(self.clients, "changelog-reader", defaults=defaults, owned=owned))
+        try:
+            missing = missing_partition(consumer, self.topic, self.partition, self.stall_s)
+            if missing is not None:
+                raise self._error(missing)
+            first = OFFSET_BEGINNING if self.start is None else self.start
+            assign(consumer, [TopicPartition(self.topic, self.partition, first)])
+            yield from self._records(consumer)
+        finally:
+            consumer.close()
+
+    def _records(self, consumer: Consumer) -> Iterator[tuple[int, bytes, bytes | None]]:
+        upto = self.upto
+        last = -1 if self.start is None else self.start - 1  # the last offset read, or the one before the start
+        for batch in batches(consumer, self.stall_s):
+            for m in batch:
+                err = m.error()
+                if err is not None:
+                    if err.code() == PARTITION_EOF:
+                        self.end = max(int(m.offset() or 0), last + 1)
+                        if upto is not None and self.end <= upto:
+                            raise self._error(
+                                f"{self._where()} ends at offset {self.end}, but a checkpoint covers it up to "
+                                f"offset {upto}: the topic lost records a checkpoint relies on (recreated, "
+                                "truncated, or deleted by retention: a changelog must be compacted, never deleted); "
+                                "restore from an older state or reset the job's checkpoints"
+                            )
+                        return
+                    if err.code() == AUTO_OFFSET_RESET:
+                        raise self._error(
+                            f"{self._where()} does not hold offset {self.start} where the read starts ({err.str()}): "
+                            "the topic was recreated or truncated, or retention deleted records, since that offset "
+                            "was recorded. A local store recorded at it no longer matches its changelog: delete the "
+                            "store's directory to restore it from the changelog as it is"
+                        )
+                    raise self._error(f"reading {self._where()}: {err.str()}")
+                offset = int(m.offset() or 0)
+                if upto is not None and offset > upto:
+                    return
+                key = m.key()
+                if key is None:
+                    raise self._error(
+                        f"{self._where()}: the record at offset {offset} has no key; a changelog record always "
+                        "has one (is this topic really a store's changelog?)"
+                    )
+                last = offset
+                yield offset, key, m.value()
+                if upto is not None and offset >= upto:
+                    return
+        reached = f"offset {last + 1}" if last >= 0 else "its oldest record"
+        toward = "its end" if upto is None else f"offset {upto}"
+        raise self._error(
+            f"{self._where()}: neither a record nor the end of the partition came within {self.stall_s:.0f} s, "
+            f"reading at {reached} toward {toward}; is the broker of system {self.clients.system!r} reachable? "
+            "(a restart reads again from the checkpoint)"
+        )
+
+
 def read_changelog(
     clients: KafkaClientSettings,
     topic: str,
@@ -186,48 +296,7 @@ def read_changelog(
     last: int | None,
     stall_s: float = CHANGELOG_STALL_S,
 ) -> Iterator[tuple[int, bytes, bytes | None]]:
-    """(offset, key, value) of ``topic[partition]`` from ``start`` (-2: the oldest) through ``last``
-    inclusive, or to the partition's end when ``last`` is None. ``SystemFailureError`` naming the
-    topic and partition when it does not exist, or when ``stall_s`` of waiting brings neither a
-    record nor its end (see the module docstring)."""
-    consumer = Consumer(
-        client_config(
-            clients,
-            "changelog-reader",
-            defaults={"group.id": "samzamp-changelog-restore", "fetch.wait.max.ms": 10, "fetch.queue.backoff.ms": 10},
-            owned=EOF_READER,
-        )
-    )
-    try:
-        missing = missing_partition(consumer, topic, partition, stall_s)
-        if missing is not None:
-            raise SystemFailureError(missing)
-        assign(consumer, [TopicPartition(topic, partition, OFFSET_BEGINNING if start < 0 else start)])
-        reached = "its oldest record" if start < 0 else f"offset {start}"  # where the read stands
-        for batch in batches(consumer, stall_s):
-            for m in batch:
-                err = m.error()
-                if err is not None:
-                    if err.code() == PARTITION_EOF:
-                        if last is not None and (m.offset() or 0) <= last:
-                            raise SystemFailureError(
-                                f"changelog {topic}[{partition}] ends at {m.offset()}, before offset {last} "
-                                "that the checkpoint records; the changelog lost data (retention?)"
-                            )
-                        return
-                    raise SystemFailureError(f"reading changelog {topic}[{partition}]: {err.str()}")
-                offset = m.offset() or 0
-                if last is not None and offset > last:
-                    return
-                reached = f"offset {offset + 1}"
-                yield offset, m.key() or b"", m.value()
-                if last is not None and offset >= last:
-                    return
-        toward = "its end" if last is None else f"offset {last}"
-        raise SystemFailureError(
-            f"changelog {topic}[{partition}]: neither a record nor the end of the partition came within "
-            f"{stall_s:.0f} s, reading at {reached} toward {toward}; is the broker of system "
-            f"{clients.system!r} reachable? (a restart restores again from the checkpoint)"
-        )
-    finally:
-        consumer.close()
+    """A container's read of ``topic[partition]`` from ``start`` (-2: the oldest) through ``last``
+    inclusive, or to the partition's end when ``last`` is None: ``ChangelogReader``'s records, its
+    errors ``SystemFailureError``."""
+    return iter(ChangelogReader(clients, topic, partition, None if start < 0 else start, last, stall_s=stall_s))
