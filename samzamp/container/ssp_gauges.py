@@ -76,10 +76,10 @@ class SspGauges:
 
     def _most_behind(self, ssp: SystemStreamPartition, readers: list[SspReader]) -> int | None:
         hw = self._high_watermark(ssp)
-        if hw is None or not readers:
+        processed = [t.last_processed.get(ssp, -1) for t in readers]  # one pass: any thread may read
+        if hw is None or not processed:
             return None
-        slowest = min(t.last_processed.get(ssp, -1) for t in readers)
-        return max(0, hw - (slowest + 1))
+        return max(0, hw - (min(processed) + 1))
 
 
 def _lowest_checkpoint(ssp: SystemStreamPartition, readers: list[SspReader]) -> int | None:
