@@ -98,4 +98,7 @@ class MetricsRegistry:
                 metrics.pop(name, None)
 
     def snapshot(self) -> dict[str, dict[str, Any]]:
-        return {g: {n: m.snapshot() for n, m in ms.items()} for g, ms in self._groups.items() if ms}
+        """Every metric's value, by group and name. Safe on any thread while the loop adds and
+        removes metrics: each dict is copied in one C call (``list(d.items())`` runs no bytecode, so
+        no other thread runs meanwhile) before any gauge's function is called."""
+        return {g: {n: m.snapshot() for n, m in list(ms.items())} for g, ms in list(self._groups.items()) if ms}
