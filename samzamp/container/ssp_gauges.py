@@ -22,14 +22,20 @@ from samzamp.metrics.registry import MetricsRegistry
 
 __all__ = ["SspGauges", "ssp_label"]
 
-CHECKPOINTED = ("OffsetManagerMetrics", "checkpointed-offset")
-BEHIND = ("SystemConsumersMetrics", "messages-behind-high-watermark")
-
 
 def ssp_label(ssp: SystemStreamPartition) -> str:
     """An SSP in a metric's name: ``system-stream-partition``, then ``-bucket`` for a key bucket."""
     label = f"{ssp.system}-{ssp.stream}-{ssp.partition}"
     return label if ssp.key_bucket == -1 else f"{label}-{ssp.key_bucket}"
+
+
+def _gauge_names(ssp: SystemStreamPartition) -> tuple[tuple[str, str], tuple[str, str]]:
+    """(group, name) of the SSP's checkpointed-offset gauge, then of its lag gauge."""
+    label = ssp_label(ssp)
+    return (
+        ("OffsetManagerMetrics", f"{label}-checkpointed-offset"),
+        ("SystemConsumersMetrics", f"{label}-messages-behind-high-watermark"),
+    )
 
 
 class SspReader(Protocol):
@@ -56,11 +62,9 @@ class SspGauges:
             readers = self._readers.get(ssp)
             if readers is None:
                 readers = self._readers[ssp] = []
-                label = ssp_label(ssp)
-                checkpointed = functools.partial(_lowest_checkpoint, ssp, readers)
-                behind = functools.partial(self._most_behind, ssp, readers)
-                self._metrics.gauge(CHECKPOINTED[0], f"{label}-{CHECKPOINTED[1]}", fn=checkpointed)
-                self._metrics.gauge(BEHIND[0], f"{label}-{BEHIND[1]}", fn=behind)
+                checkpointed, behind = _gauge_names(ssp)
+                self._metrics.gauge(*checkpointed, fn=functools.partial(_lowest_checkpoint, ssp, readers))
+                self._metrics.gauge(*behind, fn=functools.partial(self._most_behind, ssp, readers))
             readers.append(task)
 
     def remove(self, task: SspReader) -> None:
@@ -70,9 +74,8 @@ class SspGauges:
             readers.remove(task)
             if not readers:
                 del self._readers[ssp]
-                label = ssp_label(ssp)
-                self._metrics.remove(CHECKPOINTED[0], [f"{label}-{CHECKPOINTED[1]}"])
-                self._metrics.remove(BEHIND[0], [f"{label}-{BEHIND[1]}"])
+                for group, name in _gauge_names(ssp):
+                    self._metrics.remove(group, [name])
 
     def _most_behind(self, ssp: SystemStreamPartition, readers: list[SspReader]) -> int | None:
         hw = self._high_watermark(ssp)
@@ -83,7 +86,7 @@ class SspGauges:
 
 
 def _lowest_checkpoint(ssp: SystemStreamPartition, readers: list[SspReader]) -> int | None:
-    offsets = [t.checkpointed.get(ssp) for t in readers]
+    offsets = [t.checkpointed.get(ssp) for t in readers]  # one pass, as _most_behind
     if not offsets or None in offsets:
         return None
     return min(o for o in offsets if o is not None)

@@ -68,7 +68,6 @@ class PartitionReader(ChangelogReader):
             group_id="samzamp-offline",
             error=ChangelogError,
         )
-        self.source = source
 
 
 def write_partition(

@@ -44,7 +44,8 @@ def test_a_snapshot_on_another_thread_while_tasks_come_and_go(switch_often: None
     try:
         for _ in range(2000):
             snapshot = metrics.snapshot()
-            assert len(snapshot["SystemConsumersMetrics"]) >= 200
+            # The 200 that stay, and one or two of the thread's: it adds one, then removes the one before.
+            assert 200 <= len(snapshot["SystemConsumersMetrics"]) <= 202
     finally:
         stop.set()
         loop.join()

@@ -283,8 +283,7 @@ class ChangelogReader:
         toward = "its end" if upto is None else f"offset {upto}"
         raise self._error(
             f"{self._where()}: neither a record nor the end of the partition came within {self.stall_s:.0f} s, "
-            f"reading at {reached} toward {toward}; is the broker of system {self.clients.system!r} reachable? "
-            "(a restart reads again from the checkpoint)"
+            f"reading at {reached} toward {toward}; is the broker of system {self.clients.system!r} reachable?"
         )
 
 
