@@ -159,8 +159,11 @@ def test_started_again_on_its_work_dir_and_port_it_keeps_znodes_and_sessions(tmp
         assert (work / "zoo.cfg").is_file()
         with EmbeddedZooKeeper(work_dir=work, port=port) as second:
             assert second.connect_string == f"127.0.0.1:{port}"
-            # The client retries at least once a second: it is back well within its session.
-            assert back.wait(10), states
+            # The client retries at least once a second: it is back well within its session. Should
+            # it not be, the server's side of the attempts is in its log (both starts append to it).
+            if not back.wait(10):
+                log_tail = (work / "zookeeper.log").read_text(errors="replace").splitlines()[-40:]
+                raise AssertionError(f"client states {states}; the server's log ends:\n" + "\n".join(log_tail))
             assert KazooState.LOST not in states
             assert c.get("/kept")[0] == b"v"
             assert c.exists("/mine") is not None
