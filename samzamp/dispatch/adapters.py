@@ -6,7 +6,11 @@
 - A synchronous StreamTask runs inline on the loop thread (job.container.thread.pool.size <= 1) and
   completes the callback before returning (Samza's AsyncStreamTaskAdapter without a pool).
 
-So the loop never branches on the kind of task; the worker-process pool is one more adapter.
+The container calls ``process_async`` for the asynchronous kinds only. For a synchronous task the
+adapter's type is what counts: ``InlineSyncAdapter`` marks it for the fast path, which processes a
+run of messages through ``TaskRuntime.process_run`` without a callback per message. A synchronous
+task in a worker process (pool size >= 2) gets no adapter: the loop drives it through its
+``WorkerTaskProxy``.
 """
 
 from __future__ import annotations
