@@ -1,1 +1,7 @@
-"""The main process: the container's lifecycle and the run loop where the five stages meet."""
+"""The loop's host: ``SamzaContainer`` runs the tasks of one job model on the run loop, where the five
+stages meet. Each task there is a ``TaskInstance`` (run in this process) or a ``WorkerTaskProxy``
+(run in a worker process), and its ``TaskState`` says which operation it may run next.
+
+What outlasts a job model (the process's lifecycle, the systems, the worker processes, the metrics,
+the job coordinator) is ``samzamp.processor``'s.
+"""
