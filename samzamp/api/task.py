@@ -5,7 +5,8 @@
         def process(self, envelope, collector, coordinator): ...
         def window(self, collector, coordinator): ...
 
-Concurrency contract (the seeds' happens-before rules, enforced by the container's event loop):
+Concurrency contract (Samza's guaranteed semantics for a task's calls, from its Async API and
+Multithreading guide; the container's event loop enforces them):
 
 - process/process_async is invoked in order, one task instance at a time, from the container's
   event loop (or, for a synchronous task with job.container.thread.pool.size >= 2, from the one worker
