@@ -9,33 +9,13 @@ from collections import deque
 from typing import Any
 
 import pytest
+from fake_worker import MODEL, SSP, FakePool, worker_task
 
-from samzamp.api.envelope import SystemStreamPartition
 from samzamp.consume.packed import PackedRun, pack
 from samzamp.container.worker_task_proxy import WorkerTaskProxy
-from samzamp.coordinator.job_model import TaskModel
 from samzamp.dispatch.process import frames as f
-from samzamp.metrics.registry import MetricsRegistry
 
-SSP = SystemStreamPartition("mem", "in", 0)
 MS = 1_000_000
-
-
-class Pool:
-    """The WorkerPool surface WorkerTaskProxy uses, with ``tasks`` tasks on worker 0."""
-
-    def __init__(self, tasks: int) -> None:
-        self.tasks = tasks
-        self.handler: Any = None
-
-    async def add_task(self, worker: int, model: Any, handler: Any) -> int:
-        self.handler = handler
-        return 0
-
-    def tasks_on(self, worker: int) -> int:
-        return self.tasks
-
-    def send(self, worker: int, frame: bytes) -> None: ...
 
 
 def bound_after_reports(tasks: int, per_message_ns: int) -> int:
@@ -44,22 +24,9 @@ def bound_after_reports(tasks: int, per_message_ns: int) -> int:
 
 def bounds_after(tasks: int, reports: list[tuple[int, int]]) -> list[int]:
     """The task's in-flight bound after each report of 10 messages done in ``(busy_ns, max_ns)``."""
-    pool = Pool(tasks)
-    ti = WorkerTaskProxy(
-        "T",
-        frozenset([SSP]),
-        False,
-        pool,  # type: ignore[arg-type]
-        0,
-        {},
-        batch_size=256,
-        in_flight_limit=100_000,
-        metrics=MetricsRegistry(),
-        on_ready=lambda t: None,
-        on_requests=lambda t, c: None,
-        on_dirty=lambda flush: None,
-    )
-    asyncio.run(ti.start(TaskModel("T", (SSP,))))
+    pool = FakePool(tasks)
+    ti = worker_task(pool, batch_size=256, in_flight_limit=100_000)
+    asyncio.run(ti.start(MODEL))
     bounds = []
     for k, (busy_ns, max_ns) in enumerate(reports):
         for i in range(10):
@@ -101,28 +68,10 @@ def test_a_task_that_really_slows_down_gets_a_smaller_bound_within_a_few_reports
 
 
 def _proxy(in_flight_limit: int) -> tuple[WorkerTaskProxy, list[Any]]:
-    sent: list[Any] = []
-
-    class Sending(Pool):
-        def send(self, worker: int, frame: bytes) -> None:
-            sent.append(f.decode_from_loop(frame))
-
-    ti = WorkerTaskProxy(
-        "T",
-        frozenset([SSP]),
-        False,
-        Sending(1),  # type: ignore[arg-type]
-        0,
-        {},
-        batch_size=in_flight_limit,
-        in_flight_limit=in_flight_limit,
-        metrics=MetricsRegistry(),
-        on_ready=lambda t: None,
-        on_requests=lambda t, c: None,
-        on_dirty=lambda flush: None,
-    )
-    asyncio.run(ti.start(TaskModel("T", (SSP,))))
-    return ti, sent
+    pool = FakePool()
+    ti = worker_task(pool, batch_size=in_flight_limit, in_flight_limit=in_flight_limit)
+    asyncio.run(ti.start(MODEL))
+    return ti, pool.frames
 
 
 def _messages(first: int, n: int) -> list[tuple[int, bytes | None, bytes | None, int]]:

@@ -14,46 +14,30 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from fake_worker import Checkpoints, FakePool, run_worker_task
 
-from samzamp.api.envelope import SystemStreamPartition
-from samzamp.choose.round_robin import RoundRobinChooser
-from samzamp.config import load_config, validate
-from samzamp.consume.system_consumers import SystemConsumers
 from samzamp.container.run_loop import RunLoop
 from samzamp.container.worker_task_proxy import WorkerTaskProxy
-from samzamp.coordinator.job_model import TaskModel
 from samzamp.dispatch.process import frames as f
-from samzamp.metrics.registry import MetricsRegistry
-from samzamp.systems.inmemory.system import InMemoryStreams, InMemorySystemConsumer
 from samzamp.task.coordinator import ReadableCoordinator
 
-SSP = SystemStreamPartition("mem", "in", 0)
 N = 60
 DUE_AFTER = 5  # messages run before the operation comes due
 
 
-class SteppingWorker:
+class SteppingWorker(FakePool):
     """The pool and a worker process, one message (or one other frame) per ``step``. A ``Yield`` is
     read at the next step, as the real worker reads it at its next report."""
 
     def __init__(self) -> None:
-        self.handler: Any = None
-        self.frames: deque[Any] = deque()
+        super().__init__()
         self.yields: list[f.Yield] = []
         self.current: deque[tuple[int, int]] = deque()  # (epoch, offset) of the batch being run
         self.skip_epoch = -1
         self.ran: list[Any] = []  # offsets processed, "W" (window), "K" (commit), in order
 
-    async def add_task(self, worker: int, model: Any, handler: Any) -> int:
-        self.handler = handler
-        return 0
-
-    def tasks_on(self, worker: int) -> int:
-        return 1
-
-    def send(self, worker: int, frame: bytes) -> None:
-        fr = f.decode_from_loop(frame)
-        (self.yields if isinstance(fr, f.Yield) else self.frames).append(fr)
+    def received(self, frame: Any) -> None:
+        (self.yields if isinstance(frame, f.Yield) else self.frames).append(frame)
 
     def step(self) -> None:
         for y in self.yields:
@@ -64,7 +48,7 @@ class SteppingWorker:
         while self.current and self.current[0][0] <= self.skip_epoch:
             self.current.popleft()
         while not self.current and self.frames:
-            fr = self.frames.popleft()
+            fr = self.frames.pop(0)
             if isinstance(fr, f.Process):
                 if fr.epoch > self.skip_epoch:
                     self.current.extend((fr.epoch, raw[0]) for _, run in fr.runs for raw in run)
@@ -85,70 +69,27 @@ class SteppingWorker:
         return [r for r in self.ran if isinstance(r, int)]
 
 
-class Checkpoints:
-    def __init__(self) -> None:
-        self.written: list[int] = []
-
-    def write_checkpoint(self, name: str, offsets: dict[SystemStreamPartition, int], markers: Any) -> None:
-        self.written.append(offsets[SSP])
-
-
 def _run(
     make_due: Callable[[RunLoop, WorkerTaskProxy], None], pack_runs: int = 0
 ) -> tuple[SteppingWorker, Checkpoints, int]:
     """Run N messages through a worker task with a deep in-flight bound; after DUE_AFTER messages,
     ``make_due`` makes an operation due. Returns the worker, the checkpoints and the sends in flight
     at that moment."""
-    settings = validate(
-        load_config(
-            None,
-            {
-                "job.name": "job",
-                "job.default.system": "mem",
-                "task.class": "samzamp.examples.word_count:WordCountTask",
-                "task.inputs": ["mem.in"],
-                "task.commit.ms": -1,
-                "systems.mem.samza.factory": "inmemory",
-                "systems.mem.default.stream.samza.offset.default": "oldest",
-            },
-        )
-    )
-    streams = InMemoryStreams()
-    streams.create("in", 1)
-    for _ in range(N):
-        streams.append("in", 0, None, b"x")
-    consumer = InMemorySystemConsumer(streams)
-    consumer.register(SSP, 0)
-    metrics = MetricsRegistry()
     worker = SteppingWorker()
     checkpoints = Checkpoints()
     in_flight_when_due = 0
 
     async def main() -> None:
         nonlocal in_flight_when_due
-        loop = asyncio.get_running_loop()
-        consumers = SystemConsumers(
-            {"mem": consumer}, [SSP], RoundRobinChooser(), metrics, 10_000, 50, pack_runs=pack_runs
-        )
-        run_loop = RunLoop([], consumers, checkpoints, settings.task, metrics, loop)  # type: ignore[arg-type]
-        ti = WorkerTaskProxy(
-            "T",
-            frozenset([SSP]),
-            True,
-            worker,  # type: ignore[arg-type]
-            0,
-            {},
+        run_loop, ti, consumers, runner = await run_worker_task(
+            worker,
+            N,
+            checkpoints,
+            windowable=True,
             batch_size=32,
             in_flight_limit=32,  # the whole batch goes out before any measurement, as at start
-            metrics=metrics,
-            on_ready=run_loop.task_ready,
-            on_requests=run_loop.on_requests,
-            on_dirty=run_loop.mark_dirty,
+            pack_runs=pack_runs,
         )
-        await ti.start(TaskModel("T", (SSP,)))
-        run_loop.add_task(ti)
-        consumers.start(loop, run_loop.wake, run_loop.abort)
-        runner = loop.create_task(run_loop.run())
         due = False
         for _ in range(10_000):
             for _ in range(3):

@@ -9,44 +9,23 @@ import asyncio
 from typing import Any
 
 import pytest
+from fake_worker import Checkpoints, FakePool, run_worker_task
 
-from samzamp.api.envelope import SystemStreamPartition
-from samzamp.choose.round_robin import RoundRobinChooser
-from samzamp.config import load_config, validate
-from samzamp.consume.system_consumers import SystemConsumers
 from samzamp.container.run_loop import RunLoop
-from samzamp.container.worker_task_proxy import WorkerTaskProxy
-from samzamp.coordinator.job_model import TaskModel
 from samzamp.dispatch.process import frames as f
-from samzamp.metrics.registry import MetricsRegistry
-from samzamp.systems.inmemory.system import InMemoryStreams, InMemorySystemConsumer
-
-SSP = SystemStreamPartition("mem", "in", 0)
 
 
-class ScriptedWorker:
+class ScriptedWorker(FakePool):
     """Stands in for the pool and the worker process: records what it runs, answers every frame,
     and asks for a commit after each offset in ``requests`` (once each)."""
 
     def __init__(self, requests: set[int]) -> None:
+        super().__init__()
         self.requests = set(requests)
-        self.frames: list[Any] = []
-        self.handler: Any = None
         self.ran: list[Any] = []  # offsets processed, "W" (window), "D" (on_drain), in order
         self.skip_epoch = -1
         self.hold_drain = False  # keep on_drain "running" until released
         self.held: list[Any] = []
-
-    # the WorkerPool surface WorkerTaskProxy uses
-    async def add_task(self, worker: int, model: Any, handler: Any) -> int:
-        self.handler = handler
-        return 0
-
-    def tasks_on(self, worker: int) -> int:
-        return 1
-
-    def send(self, worker: int, frame: bytes) -> None:
-        self.frames.append(f.decode_from_loop(frame))
 
     def serve(self) -> None:
         while self.frames:
@@ -77,14 +56,6 @@ class ScriptedWorker:
                 self.handler(f.CommitReady(0, [], {}))
 
 
-class Checkpoints:
-    def __init__(self) -> None:
-        self.written: list[int] = []
-
-    def write_checkpoint(self, name: str, offsets: dict[SystemStreamPartition, int], markers: Any) -> None:
-        self.written.append(offsets[SSP])
-
-
 def _run(
     n: int,
     requests: set[int],
@@ -93,55 +64,14 @@ def _run(
     stop_during_on_drain: bool = False,
     pack_runs: int = 0,
 ) -> tuple[ScriptedWorker, Checkpoints, RunLoop]:
-    settings = validate(
-        load_config(
-            None,
-            {
-                "job.name": "job",
-                "job.default.system": "mem",
-                "task.class": "samzamp.examples.word_count:WordCountTask",
-                "task.inputs": ["mem.in"],
-                "task.commit.ms": -1,
-                "systems.mem.samza.factory": "inmemory",
-                "systems.mem.default.stream.samza.offset.default": "oldest",
-            },
-        )
-    )
-    streams = InMemoryStreams()
-    streams.create("in", 1)
-    for _ in range(n):
-        streams.append("in", 0, None, b"x")
-    consumer = InMemorySystemConsumer(streams)
-    consumer.register(SSP, 0)
-    metrics = MetricsRegistry()
     worker = ScriptedWorker(requests)
     worker.hold_drain = stop_during_on_drain
     checkpoints = Checkpoints()
 
     async def main() -> RunLoop:
-        loop = asyncio.get_running_loop()
-        consumers = SystemConsumers(
-            {"mem": consumer}, [SSP], RoundRobinChooser(), metrics, 10_000, 50, pack_runs=pack_runs
+        run_loop, _ti, consumers, runner = await run_worker_task(
+            worker, n, checkpoints, windowable=windowable, batch_size=4, in_flight_limit=16, pack_runs=pack_runs
         )
-        run_loop = RunLoop([], consumers, checkpoints, settings.task, metrics, loop)  # type: ignore[arg-type]
-        ti = WorkerTaskProxy(
-            "T",
-            frozenset([SSP]),
-            windowable,
-            worker,  # type: ignore[arg-type]
-            0,
-            {},
-            batch_size=4,
-            in_flight_limit=16,
-            metrics=metrics,
-            on_ready=run_loop.task_ready,
-            on_requests=run_loop.on_requests,
-            on_dirty=run_loop.mark_dirty,
-        )
-        await ti.start(TaskModel("T", (SSP,)))
-        run_loop.add_task(ti)
-        consumers.start(loop, run_loop.wake, run_loop.abort)
-        runner = loop.create_task(run_loop.run())
         drained = False
         for _ in range(10_000):
             worker.serve()
