@@ -1,13 +1,18 @@
-"""What the unit tests of a worker task's loop side (``WorkerTaskProxy``) share: a pool whose worker
-the test plays, the proxy on it, and a run loop over an in-memory input that drives the proxy.
+"""What the unit tests of worker tasks share, without a worker process.
 
-The proxy reaches its worker only through the pool (``add_task``, ``tasks_on``, ``send``) and hears
-from it only through the handler it gave ``add_task``. ``FakePool`` stands in for both: a test's
-worker reads the frames sent to it and answers by calling ``handler``."""
+The loop's side (``WorkerTaskProxy``): a pool whose worker the test plays, the proxy on it, and a
+run loop over an in-memory input that drives the proxy. The proxy reaches its worker only through
+the pool (``add_task``, ``tasks_on``, ``send``) and hears from it only through the handler it gave
+``add_task``. ``FakePool`` stands in for both: a test's worker reads the frames sent to it and
+answers by calling ``handler``.
+
+The worker's side (``samzamp.worker.host.Worker``): ``worker_without_rings``, a worker whose serving
+state is set up and nothing else, for a test to give it rings of its own and tasks."""
 
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from typing import Any, NamedTuple
 
 from samzamp.api.envelope import SystemStreamPartition
@@ -21,6 +26,7 @@ from samzamp.coordinator.job_model import TaskModel
 from samzamp.dispatch.process import frames as f
 from samzamp.metrics.registry import MetricsRegistry
 from samzamp.systems.inmemory.system import InMemoryStreams, InMemorySystemConsumer
+from samzamp.worker.host import Worker
 
 SSP = SystemStreamPartition("mem", "in", 0)
 MODEL = TaskModel("T", (SSP,))  # the task every test here runs: "T", reading SSP
@@ -147,3 +153,16 @@ async def run_worker_task(
     run_loop.add_task(ti)
     consumers.start(loop, run_loop.wake, run_loop.abort)
     return Running(run_loop, ti, consumers, loop.create_task(run_loop.run()))
+
+
+def worker_without_rings(report_after: int) -> Worker:
+    """A ``Worker`` with only its serving and reporting state: no rings (set ``rx``, ``tx``), config,
+    producers, call slot or tasks (add them to ``tasks``); it reports every ``report_after`` messages."""
+    w = Worker.__new__(Worker)
+    w.inbox, w.out, w._reports = deque(), [], {}
+    w._unreported_ns = w._unreported = 0
+    w._urgent = False
+    w._report_after = report_after
+    w.calls = None  # no task.callback.timeout.ms
+    w.tasks, w.producers, w.changelogs = {}, {}, {}
+    return w

@@ -4,10 +4,10 @@ and reads a reply as coming after them)."""
 
 from __future__ import annotations
 
-from collections import deque
 from typing import Any
 
 import pytest
+from fake_worker import worker_without_rings
 
 from samzamp.dispatch.process import frames as f
 from samzamp.worker.host import Worker
@@ -36,16 +36,9 @@ class ScriptedReceive:
 
 
 def _worker(batch_size: int = 256) -> tuple[Worker, CapturingSend]:
-    w = Worker.__new__(Worker)  # the reporting state only: no rings, config or tasks
+    w = worker_without_rings(f.report_after(batch_size))
     tx = CapturingSend()
     w.tx = tx  # type: ignore[assignment]
-    w.inbox = deque()
-    w.out = []
-    w._reports = {}
-    w._unreported_ns = w._unreported = 0
-    w._urgent = False
-    w._report_after = f.report_after(batch_size)
-    w.tasks, w.producers, w.changelogs = {}, {}, {}
     return w, tx
 
 

@@ -5,15 +5,16 @@ epoch and goes on with the next one. A Yield for an epoch a request already ende
 from __future__ import annotations
 
 import time
-from collections import deque
 from typing import Any
+
+from fake_worker import worker_without_rings
 
 from samzamp.api.envelope import SystemStreamPartition
 from samzamp.coordinator.job_model import TaskModel
 from samzamp.dispatch.process import frames as f
 from samzamp.metrics.registry import MetricsRegistry
 from samzamp.task.runtime import TaskRuntime
-from samzamp.worker.host import Worker, WorkerTask
+from samzamp.worker.host import WorkerTask
 
 SSP = SystemStreamPartition("kafka", "in", 0)
 # Each message takes longer than a report interval, so the worker reports (and reads its ring) after each.
@@ -53,16 +54,10 @@ class Ring:
 
 
 def _serve(task: SleepingTask, waits: list[list[Any]], arrivals: dict[int, list[Any]]) -> list[Any]:
-    w = Worker.__new__(Worker)  # one task and the serving state: no rings, config or producers
+    w = worker_without_rings(256)  # and one task
     ring = Ring(task, waits, arrivals)
     w.rx = ring  # type: ignore[assignment]
     w.tx = ring  # type: ignore[assignment]
-    w.inbox, w.out, w._reports = deque(), [], {}
-    w._unreported_ns = w._unreported = 0
-    w._urgent = False
-    w._report_after = 256
-    w.calls = None  # no task.callback.timeout.ms
-    w.producers, w.changelogs = {}, {}
     runtime = TaskRuntime(
         TaskModel("T", (SSP,)),
         lambda: task,
