@@ -20,8 +20,8 @@ opened again. ``run()`` runs until shutdown, drain or failure, then closes every
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
-from typing import TYPE_CHECKING
 
 import msgspec
 
@@ -35,29 +35,24 @@ from samzamp.config.stream_serdes import StreamSerdes
 from samzamp.consume.lane import Lane, partition_of, task_lanes
 from samzamp.consume.system_consumers import SystemConsumers
 from samzamp.container.run_loop import RunLoop
+from samzamp.container.run_loop_task import RunLoopTask
 from samzamp.container.ssp_gauges import SspGauges
 from samzamp.container.systems import Systems
 from samzamp.container.task_instance import TaskInstance
 from samzamp.container.worker_task_proxy import WorkerTaskProxy
 from samzamp.coordinator.grouper import task_order
 from samzamp.coordinator.job_model import JobModel, TaskModel
-from samzamp.dispatch.adapters import CoroutineAdapter, adapt_task
 from samzamp.dispatch.process.frames import IN_FLIGHT_BATCHES
 from samzamp.dispatch.process.placement import place_tasks
 from samzamp.dispatch.process.pool import WorkerPool
 from samzamp.metrics.registry import MetricsRegistry
-from samzamp.storage.manager import TaskStorage
+from samzamp.storage.manager import RestoreReport, TaskStorage
 from samzamp.systems.base import OLDEST, StartOffset, SystemConsumer
-from samzamp.task.runtime import build_task_runtime
-
-if TYPE_CHECKING:
-    pass
+from samzamp.task.start import start_task
 
 __all__ = ["SamzaContainer"]
 
 log = logging.getLogger(__name__)
-
-Task = TaskInstance | WorkerTaskProxy
 
 
 def same_task(a: TaskModel, b: TaskModel | None) -> bool:
@@ -93,7 +88,7 @@ class SamzaContainer:
         self._unconfigured_sends_to = unconfigured_sends_to
         self._serdes_of = StreamSerdes(settings)
         self.job_model = JobModel(0, {})
-        self.tasks: dict[str, Task] = {}
+        self.tasks: dict[str, RunLoopTask] = {}
         consumers: dict[str, SystemConsumer] = {}
         for ss in settings.task.inputs:
             if ss.system not in consumers:
@@ -158,17 +153,17 @@ class SamzaContainer:
     # -- stopping tasks -------------------------------------------------------------------------
     async def _stop_tasks(self, names: list[str]) -> None:
         tasks = [self.tasks[n] for n in names]
-        self.consumers.remove([lane for t in tasks for lane in self.run_loop.lanes(t)])
+        self.consumers.remove([lane for t in tasks for lane in self._lanes(t)])
         await asyncio.gather(*(self.run_loop.remove_task(t) for t in tasks))
         for t in tasks:
-            if isinstance(t, WorkerTaskProxy):
-                await t.stop()
-            else:
-                t.close()  # the task, then its stores: on the loop thread, as at shutdown
+            await t.stop()
             del self.tasks[t.name]
             self._remove_metrics(t)
 
-    def _remove_metrics(self, t: Task) -> None:
+    def _lanes(self, t: RunLoopTask) -> dict[Lane, SystemStreamPartition]:
+        return task_lanes(t.name, t.ssps, self._broadcast)
+
+    def _remove_metrics(self, t: RunLoopTask) -> None:
         self.metrics.remove(f"TaskName-{t.name}")
         self._ssp_gauges.remove(t)
 
@@ -196,66 +191,56 @@ class SamzaContainer:
             msgspec.structs.replace(m, markers=dict(last[m.name].state_markers) if m.name in last else {})
             for m in models
         ]
-        if self.pool is not None:
-            started = await self._start_worker_tasks(self.pool, models, checkpointed)
-        else:
-            started = [await self._start_inline_task(m, checkpointed[m.name]) for m in models]
-        for t in started:
+        tasks = self._new_tasks(models, checkpointed)
+        reports = await asyncio.gather(*(t.start(m) for t, m in zip(tasks, models, strict=True)))
+        for t, restored in zip(tasks, reports, strict=True):
             self.tasks[t.name] = t
             self.run_loop.add_task(t)
-            self._register_metrics(t)
+            self._register_metrics(t, restored)
         self.consumers.add(starts)
 
-    async def _start_inline_task(self, model: TaskModel, checkpointed: dict[SystemStreamPartition, int]) -> Task:
-        """Start one task on this thread, from ``checkpointed`` (its last processed offsets)."""
+    def _new_tasks(
+        self, models: list[TaskModel], checkpointed: dict[str, dict[SystemStreamPartition, int]]
+    ) -> list[RunLoopTask]:
+        """The hosts of the arriving tasks, not started yet: in worker processes when the container
+        has them (placed there balanced; tasks already placed never move), else on this thread."""
         st = self.settings
         run_loop = self.run_loop
-        runtime = build_task_runtime(
-            st.task,
-            model,
-            self._task_class,
-            self.systems.producers,
-            self._serdes_of,
-            self.metrics,
-            fallback_system=self._unconfigured_sends_to,
-        )
-        ti = TaskInstance(
-            runtime,
-            adapt_task(runtime.task, self._loop),
-            checkpointed,
-            max_concurrency=st.task.max_concurrency,
-            callback_timeout_ms=st.task.callback_timeout_ms,
-            metrics=self.metrics,
-            loop=self._loop,
-            on_ready=run_loop.task_ready,
-            on_abort=run_loop.abort,
-            on_requests=run_loop.on_requests,
-        )
-        if st.stores:
-            storage = TaskStorage(
-                model.name, st, model.changelog_partition, self.systems.kafka, self.systems.changelog_producers()
+        if self.pool is None:
+            starter = functools.partial(
+                start_task,
+                st,
+                task_factory=self._task_class,
+                producers=self.systems.producers,
+                serdes_of=self._serdes_of,
+                metrics=self.metrics,
+                storage=self._storage,
+                blocking=asyncio.to_thread,
+                fallback_system=self._unconfigured_sends_to,
             )
-            ti.logged_stores = st.logged_stores
-            reports = await asyncio.to_thread(runtime.open_stores, storage)
-            for r in reports:
-                self.metrics.gauge(f"TaskName-{model.name}", f"{r.store}-restored-records").set(r.replayed)
-                self.metrics.gauge(f"TaskName-{model.name}", f"{r.store}-reverted-records").set(r.reverted)
-        runtime.init(st.config)
-        return ti
-
-    async def _start_worker_tasks(
-        self, pool: WorkerPool, models: list[TaskModel], checkpointed: dict[str, dict[SystemStreamPartition, int]]
-    ) -> list[Task]:
-        """Place each task on a worker (balanced; tasks already placed never move) and have the
-        workers restore and init them, every worker at once."""
-        st = self.settings
-        run_loop = self.run_loop
+            return [
+                TaskInstance(
+                    m.name,
+                    frozenset(m.ssps),
+                    checkpointed[m.name],
+                    starter,
+                    max_concurrency=st.task.max_concurrency,
+                    callback_timeout_ms=st.task.callback_timeout_ms,
+                    logged_stores=st.logged_stores,
+                    metrics=self.metrics,
+                    loop=self._loop,
+                    on_ready=run_loop.task_ready,
+                    on_abort=run_loop.abort,
+                    on_requests=run_loop.on_requests,
+                )
+                for m in models
+            ]
+        pool = self.pool
         placement = place_tasks({m.name: len(m.ssps) for m in models}, pool.loads())
         windowable = issubclass(self._task_class, WindowableTask)
         batch = st.worker_batch_size
-        proxies = []
-        for m in models:
-            proxy = WorkerTaskProxy(
+        return [
+            WorkerTaskProxy(
                 m.name,
                 frozenset(m.ssps),
                 windowable,
@@ -264,15 +249,21 @@ class SamzaContainer:
                 checkpointed[m.name],
                 batch_size=batch,
                 in_flight_limit=max(IN_FLIGHT_BATCHES * batch, st.task.max_concurrency),
+                logged_stores=st.logged_stores,
                 metrics=self.metrics,
                 on_ready=run_loop.task_ready,
                 on_requests=run_loop.on_requests,
                 on_dirty=run_loop.mark_dirty,
             )
-            proxy.logged_stores = st.logged_stores
-            proxies.append(proxy)
-        await asyncio.gather(*(p.start(m) for p, m in zip(proxies, models, strict=True)))
-        return list(proxies)
+            for m in models
+        ]
+
+    def _storage(self, model: TaskModel) -> TaskStorage:
+        """The stores of a task on this thread."""
+        systems = self.systems
+        return TaskStorage(
+            model.name, self.settings, model.changelog_partition, systems.kafka, systems.changelog_producers()
+        )
 
     def _starting_offsets(
         self,
@@ -314,14 +305,17 @@ class SamzaContainer:
                         starts[lane] = OLDEST
         return starts
 
-    def _register_metrics(self, t: Task) -> None:
-        """The gauges of ``t`` that need the container: its skipped envelopes, and its SSPs' checkpointed
-        offsets and lag (shared with the other readers of a broadcast SSP)."""
+    def _register_metrics(self, t: RunLoopTask, restored: list[RestoreReport]) -> None:
+        """The gauges of ``t`` that need the container: how its stores were restored, its skipped
+        envelopes, and its SSPs' checkpointed offsets and lag (shared with the other readers of a
+        broadcast SSP)."""
+        group = f"TaskName-{t.name}"
+        for r in restored:
+            self.metrics.gauge(group, f"{r.store}-restored-records").set(r.replayed)
+            self.metrics.gauge(group, f"{r.store}-reverted-records").set(r.reverted)
         consumers = self.consumers
-        lanes = self.run_loop.lanes(t)
-        self.metrics.gauge(
-            f"TaskName-{t.name}", "skipped-envelopes", fn=lambda: sum(consumers.skipped(lane) for lane in lanes)
-        )
+        lanes = self._lanes(t)
+        self.metrics.gauge(group, "skipped-envelopes", fn=lambda: sum(consumers.skipped(lane) for lane in lanes))
         self._ssp_gauges.add(t)
 
     # -- run ------------------------------------------------------------------------------------
@@ -334,11 +328,9 @@ class SamzaContainer:
         finally:
             self.consumers.stop()
             for t in self.tasks.values():
-                if isinstance(t, TaskInstance) and isinstance(t.runnable, CoroutineAdapter):
-                    t.runnable.cancel_all()
+                t.abandon()
         for t in self.tasks.values():
-            if isinstance(t, TaskInstance):
-                t.close()  # the task, then its stores
+            t.close()  # the task, then its stores (a worker closes its own when it stops)
 
     def on_pool_failure(self, error: BaseException) -> None:
         """A worker died or failed: the container fails."""

@@ -1,101 +1,44 @@
 """The event loop of one container: choose -> route to its task -> run the task's next op, repeated.
 
-It runs on asyncio in the container's main thread. A slice handles up to ``SLICE`` envelopes back to
-back (the inline fast path never touches asyncio), then yields so that callbacks from other threads,
-coroutine tasks and timers run. With nothing to do it waits for a wake-up (new data, a completion,
-a timer) or task.max.idle.ms.
+On asyncio, in the container's main thread. A slice handles up to ``SLICE`` envelopes back to back
+(the inline fast path never touches asyncio), then yields so that callbacks from other threads,
+coroutine tasks and timers run; with nothing to do it waits for a wake-up or task.max.idle.ms.
 
-Per task, ``TaskState.next_op`` decides what may run (commit > window > end-of-stream > drain >
-process); window and commit timers only raise flags, so they never run concurrently with process.
-A due window, commit or shutdown waits for the task's messages in flight; the task is asked to
-``make_way`` meanwhile, so that work sent ahead to a worker does not hold it back.
-
-End of stream: once every input of a task ended (bounded inputs) and nothing of it is queued or in
-flight, its END_OF_STREAM op runs ``on_end_of_stream`` (then the task votes to shut down). With
-task.window.on.end.of.stream, a windowable task first gets one last window(), the drain's
-mechanism below: window() then on_end_of_stream(), so the hook sees what the window emitted, as
-on_drain does.
-
-Drain (``drain()``, Samza SEP-31): fetching stops and each SSP's buffer ends with a watermark marker
-and a drain marker. Once a task passed every drain marker and nothing of it is queued or in flight,
-its DRAIN op runs: one more window() for windowable tasks (the watermark went to infinity), then
-``on_drain``, then a final commit that the loop waits for, then its vote to shut down. The
-container stops when every task voted, as Samza's RunLoop does.
+Per task, ``TaskState.next_op`` decides what may run; timers only raise flags (``timers``). A due
+window, commit or stop waits for the task's messages in flight, and the task is asked to
+``make_way`` meanwhile. A task's last op is its end of stream (``on_end_of_stream``) or its drain
+(``drain``); a windowable task gets one last window() first (before end of stream only with
+task.window.on.end.of.stream). Then it votes to shut down, and the container stops when every task
+voted (``task_set``), as Samza's RunLoop does. Commits run in ``commits``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
-import json
 import logging
 import time
-from collections import deque
 from collections.abc import Callable
-from typing import Any, Protocol
 
 from samzamp.api.collector import RequestScope
-from samzamp.api.envelope import SystemStreamPartition
-from samzamp.api.errors import CallbackTimeoutError
-from samzamp.commit.pipeline import commit_task
 from samzamp.commit.topic_checkpoint import TopicCheckpointManager
 from samzamp.config.settings import TaskSettings
-from samzamp.consume.lane import BroadcastLane, Lane, lane_ssp, task_lanes
-from samzamp.consume.packed import Buffered, messages_in
+from samzamp.consume.lane import BroadcastLane, lane_ssp
+from samzamp.consume.packed import messages_in
 from samzamp.consume.system_consumers import SystemConsumers
-from samzamp.container.task_state import TaskOp, TaskState
-from samzamp.metrics.registry import Counter, MetricsRegistry, Timer
-from samzamp.systems.base import DRAIN, END_OF_STREAM
+from samzamp.container.commits import Commits
+from samzamp.container.drain import ContainerDrain
+from samzamp.container.run_loop_task import RunLoopTask
+from samzamp.container.task_set import TaskSet
+from samzamp.container.task_state import TaskOp
+from samzamp.container.timers import TaskTimers
+from samzamp.metrics.registry import MetricsRegistry
 from samzamp.task.coordinator import ReadableCoordinator
 
 __all__ = ["RunLoop", "RunLoopTask"]
 
 log = logging.getLogger(__name__)
-
-
-class RunLoopTask(Protocol):
-    """One task as the loop drives it, wherever it runs (TaskInstance: on this thread or on asyncio;
-    WorkerTaskProxy: in a worker process). All calls come from the loop thread."""
-
-    name: str
-    ssps: frozenset[SystemStreamPartition]
-    state: TaskState
-    processing_ssps: set[SystemStreamPartition]
-    drain_pending: set[SystemStreamPartition]
-    drain_marked: set[SystemStreamPartition]
-    last_processed: dict[SystemStreamPartition, int]
-    checkpointed: dict[SystemStreamPartition, int]
-    logged_stores: frozenset[str]
-    m_commit_calls: Counter
-    m_commit_ns: Timer
-
-    @property
-    def windowable(self) -> bool: ...
-
-    def process_run(
-        self, ssp: SystemStreamPartition, first: Buffered, buffer: deque[Buffered], limit: int, deadline_ns: int
-    ) -> int: ...
-
-    def dispatch(self, ssp: SystemStreamPartition, raw: Buffered) -> None: ...
-
-    def start_window(self, done: Callable[[Any, ReadableCoordinator | None], None]) -> None: ...
-
-    def start_end_of_stream(self, done: Callable[[Any, ReadableCoordinator], None]) -> None: ...
-
-    def start_drain(self, done: Callable[[Any, ReadableCoordinator], None]) -> None: ...
-
-    def enter_drain_mode(self, callback_timeout_ms: int) -> None: ...
-
-    def make_way(self) -> None:
-        """A window, commit or shutdown of the task is due and waits for its messages in flight:
-        cut that wait short where the task can (a worker yields what it has not started)."""
-
-    async def prepare_commit(self) -> tuple[dict[SystemStreamPartition, int], dict[str, str]]: ...
-
-    def checkpoint_written(self, offsets: dict[SystemStreamPartition, int]) -> None: ...
-
-    def after_commit(self) -> None: ...
-
 
 # A slice ends after this many envelopes or this much time, whichever comes first, so that timers
 # (window, commit) and completions from other threads are never held back for long.
@@ -103,33 +46,9 @@ SLICE = 256
 SLICE_S = 0.005
 
 
-class _Ticker:
-    """Fixed-rate ticks (like scheduleAtFixedRate): the n-th tick is due at start + n * period; a
-    tick that fell behind (a long window or commit) skips the missed ones and keeps the phase."""
-
-    __slots__ = ("_fn", "_handle", "_loop", "_period", "_start")
-
-    def __init__(self, loop: asyncio.AbstractEventLoop, period_s: float, fn: Callable[[], None]) -> None:
-        self._loop = loop
-        self._period = period_s
-        self._fn = fn
-        self._start = loop.time()
-        self._handle = loop.call_at(self._start + period_s, self._tick, 1)
-
-    def _tick(self, n: int) -> None:
-        self._fn()
-        due = self._start + (n + 1) * self._period
-        now = self._loop.time()
-        if due < now:
-            n = int((now - self._start) / self._period)
-            due = self._start + (n + 1) * self._period
-        self._handle = self._loop.call_at(due, self._tick, n + 1)
-
-    def cancel(self) -> None:
-        self._handle.cancel()
-
-
 class RunLoop:
+    """Drives the container's tasks (see the module docstring). Event loop thread only."""
+
     def __init__(
         self,
         tasks: list[RunLoopTask],
@@ -140,136 +59,72 @@ class RunLoop:
         loop: asyncio.AbstractEventLoop,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.tasks: list[RunLoopTask] = []
-        # The task of each lane (samzamp.consume.lane).
-        self._by_lane: dict[Lane, RunLoopTask] = {}
-        self._lanes: dict[RunLoopTask, dict[Lane, SystemStreamPartition]] = {}
         self._consumers = consumers
-        self._checkpoints = checkpoints
         self._settings = settings
         self._loop = loop
         self._clock = clock
+        self._task_set = TaskSet(settings.broadcast_inputs, loop, settings.shutdown_ms, self.abort)
+        self.tasks = self._task_set.tasks  # the one list of tasks, changed in place
+        self._commits = Commits(checkpoints, consumers, self._task_set, loop, metrics, self.task_ready, self.abort)
+        drained = functools.partial(self._vote, why="every task is drained")
+        self._drain = ContainerDrain(consumers, self._commits, settings, metrics, loop, clock, self.abort, drained)
+        self.drained_tasks = self._drain.drained_tasks  # task -> final checkpoint, once drained
+        self._timers = TaskTimers(settings, loop, lambda: self.shutdown_requested, self.task_ready)
         # task.consumer.batch.size: how many messages of one SSP a task takes per choice.
         self._run_limit = max(1, settings.consumer_batch_size)
         self._ready: set[RunLoopTask] = set()
         self._dirty: list[Callable[[], None]] = []
         self._waiter: asyncio.Future[None] | None = None
-        self._tickers: dict[RunLoopTask, list[_Ticker]] = {}  # each task's window and commit timers
         self._running = False
-        # Tasks leaving the container (``remove_task``), each with what its remover awaits.
-        self._leaving: dict[RunLoopTask, asyncio.Future[None]] = {}
-        self._leave_timers: dict[RunLoopTask, asyncio.TimerHandle] = {}
-        self._commits: set[asyncio.Task[None]] = set()
-        self._shutdown_votes: set[str] = set()
         self.error: BaseException | None = None
         self.shutdown_requested = False
+        self.draining = False
         # Whether this processor may process now (None: always). A standalone processor's lease on
         # its ZooKeeper session: while it does not hold, slices do nothing.
         self.fence: Callable[[], bool] | None = None
-        self.draining = False
-        self.drained_tasks: dict[str, dict[SystemStreamPartition, int]] = {}  # task -> final checkpoint
-        self.drain_point: dict[SystemStreamPartition, int | None] = {}
-        self._drain_started = 0.0
-        self._drain_timers: dict[str, asyncio.TimerHandle] = {}
-        self._metrics = metrics
         self.m_envelopes = metrics.counter("SamzaContainerMetrics", "process-envelopes")
-        self.m_commit_calls = metrics.counter("SamzaContainerMetrics", "commit-calls")
         self.m_window_calls = metrics.counter("SamzaContainerMetrics", "window-calls")
-        self._busy_s = 0.0
+        self._busy_s = 0.0  # time spent running slices, of the time since ``_started``
         self._started = clock()
-        metrics.gauge("SamzaContainerMetrics", "event-loop-utilization", fn=self._utilization)
+        metrics.gauge(
+            "SamzaContainerMetrics",
+            "event-loop-utilization",
+            fn=lambda: round(self._busy_s / max(1e-9, clock() - self._started), 3),
+        )
         metrics.gauge("SamzaContainerMetrics", "task-count", fn=lambda: len(self.tasks))
         for ti in tasks:
-            self._add_lanes(ti)
-            self.tasks.append(ti)
+            self._task_set.add(ti)
 
-    def lanes(self, ti: RunLoopTask) -> dict[Lane, SystemStreamPartition]:
-        """Lane -> SSP of each SSP ``ti`` reads (a broadcast one through a lane of its own)."""
-        return task_lanes(ti.name, ti.ssps, self._settings.broadcast_inputs)
-
-    def _add_lanes(self, ti: RunLoopTask) -> None:
-        lanes = self.lanes(ti)
-        taken = sorted(str(ssp) for lane, ssp in lanes.items() if lane in self._by_lane)
-        if taken:
-            raise ValueError(f"task {ti.name!r}: its input {taken} belongs to a task already running here")
-        self._lanes[ti] = lanes
-        for lane in lanes:
-            self._by_lane[lane] = ti
-
+    # -- membership -----------------------------------------------------------------------------
     def add_task(self, ti: RunLoopTask) -> None:
-        """Take a task on, before ``run`` or while it runs (then its timers start now). Its SSPs must
-        not be in the consumers yet: the loop must know their task before one of them is chosen.
-
-        A task with changelogged stores commits before it processes anything (Samza commits once at
-        start under transactional state): its first checkpoint records the cut of the state it was
-        restored to, so a kill before its first timed commit reverts what it wrote since. Without
-        that checkpoint the restart would see no checkpoint at all, which means "keep the state"
-        (task.transactional.state.retain.existing.state), and count those inputs twice."""
-        self._add_lanes(ti)
+        """Take a task on, before ``run`` or while it runs (its SSPs are not in the consumers yet).
+        A task with changelogged stores commits first (as Samza's transactional state does): a kill
+        before its first timed commit then reverts what it wrote since, rather than finding no
+        checkpoint ("keep the state") and counting those inputs twice."""
+        self._task_set.add(ti)
         if ti.logged_stores:
-            ti.state.need_commit = True
-        self.tasks.append(ti)
+            ti.state.request_commit()
         if self._running:
-            self._start_timers(ti)
+            self._timers.start(ti)
 
     def remove_task(self, ti: RunLoopTask) -> asyncio.Future[None]:
-        """Stop a task while the others run; the future is done once it left the loop.
-
-        The caller removed its SSPs from the consumers first, so nothing new reaches it. Messages
-        queued for it and not started are dropped: its checkpoint, which covers only messages that
-        completed, is where its next owner starts. What is in flight finishes (a worker is asked
-        to yield what it has not started), then a final commit runs, as a shutdown's does (no
-        forced window). A task that cannot stop within task.shutdown.ms fails the container: its
-        next owner could otherwise run while it still does.
-        """
-        fut = self._leaving.get(ti)
-        if fut is not None:
-            return fut
-        fut = self._leaving[ti] = self._loop.create_future()
-        st = ti.state
-        st.stopping = True
-        st.need_window = False
-        st.pending.clear()
-        st.redo = 0
-        self._stop_timers(ti)
-        self._leave_timers[ti] = self._loop.call_later(self._settings.shutdown_ms / 1000, self._leave_timed_out, ti)
-        self.task_ready(ti)
+        """Stop a task while the others run (its SSPs left the consumers); the future is done once it
+        left the loop. What is queued for it is dropped (its next owner starts from its checkpoint);
+        what is in flight finishes, then a final commit runs, as a shutdown's does (``TaskSet.leave``)."""
+        fut, already = self._task_set.leave(ti)
+        if not already:
+            self._timers.stop(ti)
+            self.task_ready(ti)
         return fut
 
-    def _leave_timed_out(self, ti: RunLoopTask) -> None:
-        self._leave_timers.pop(ti, None)
-        self.abort(
-            CallbackTimeoutError(
-                f"task {ti.name!r} did not stop within task.shutdown.ms = {self._settings.shutdown_ms} ms while "
-                "leaving this container (work still in flight); the container stops without checkpointing it"
-            )
-        )
-
-    def _leave(self, ti: RunLoopTask) -> None:
-        """A leaving task is idle: its final commit, then it leaves the loop."""
-        self._start_commit(ti, functools.partial(self._depart, ti))
-
-    def _depart(self, ti: RunLoopTask) -> None:
-        timer = self._leave_timers.pop(ti, None)
-        if timer is not None:
-            timer.cancel()
-        self.tasks.remove(ti)
-        for lane in self._lanes.pop(ti, {}):
-            if self._by_lane.get(lane) is ti:
-                del self._by_lane[lane]
+    def _departed(self, ti: RunLoopTask) -> None:
+        """A leaving task's final commit is done: it leaves the loop."""
         self._ready.discard(ti)
-        ti.state.pending.clear()
-        self._shutdown_votes.discard(ti.name)
-        log.info("task %r left: final checkpoint %s", ti.name, {str(s): o for s, o in sorted(ti.checkpointed.items())})
-        fut = self._leaving.pop(ti)
-        if not fut.done():
-            fut.set_result(None)
-        if self.tasks and len(self._shutdown_votes) == len(self.tasks):
-            log.info("every task voted to shut down")
+        if self._task_set.depart(ti):
             self.shutdown_requested = True
         self.wake()
 
-    # -- wake-ups -------------------------------------------------------------------------------
+    # -- wake-ups and requests ------------------------------------------------------------------
     def wake(self) -> None:
         w = self._waiter
         if w is not None and not w.done():
@@ -293,52 +148,48 @@ class RunLoop:
         if coordinator.commit_requested:
             targets = self.tasks if coordinator.commit_scope is RequestScope.ALL_TASKS_IN_CONTAINER else [ti]
             for t in targets:
-                t.state.need_commit = True
+                t.state.request_commit()
                 self._ready.add(t)
         if coordinator.shutdown_requested:
             if coordinator.shutdown_scope is RequestScope.ALL_TASKS_IN_CONTAINER:
                 log.info("task %r requested shutdown of all tasks", ti.name)
                 self.shutdown_requested = True
             else:
-                self._shutdown_votes.add(ti.name)
-                if len(self._shutdown_votes) == len(self.tasks):
-                    log.info("every task voted to shut down")
-                    self.shutdown_requested = True
+                self._vote(ti, "every task voted to shut down")
         self.wake()
 
-    # -- timers ---------------------------------------------------------------------------------
-    def _start_timers(self, ti: RunLoopTask) -> None:
-        s = self._settings
-        tickers = self._tickers.setdefault(ti, [])
-        if s.window_ms > 0 and ti.windowable:
-            tickers.append(_Ticker(self._loop, s.window_ms / 1000, functools.partial(self._flag, ti, window=True)))
-        if s.commit_ms > 0:
-            tickers.append(_Ticker(self._loop, s.commit_ms / 1000, functools.partial(self._flag, ti, commit=True)))
+    def _vote(self, ti: RunLoopTask, why: str) -> None:
+        if self._task_set.vote(ti, why):
+            self.shutdown_requested = True
+        self.wake()
 
-    def _flag(self, ti: RunLoopTask, window: bool = False, commit: bool = False) -> None:
-        if self.shutdown_requested:
-            return  # shutdown does not force a window; it ends with its own final commit
-        if window:
-            ti.state.need_window = True
-        if commit:
-            ti.state.need_commit = True
-        self.task_ready(ti)
+    def mark_dirty(self, flush: Callable[[], None]) -> None:
+        """A worker's task collected messages to send: call its ``flush`` at the end of this slice."""
+        self._dirty.append(flush)
 
-    def _stop_timers(self, ti: RunLoopTask | None = None) -> None:
-        """Stop the window and commit timers of ``ti`` (of every task when None)."""
-        for t in [ti] if ti is not None else list(self._tickers):
-            for ticker in self._tickers.pop(t, ()):
-                ticker.cancel()
+    # -- drain ----------------------------------------------------------------------------------
+    def drain(self, notification: str) -> None:
+        """Drain the container: stop fetching, process what was fetched, drain every task, stop. May
+        be called before ``run`` (a notification found at start): then nothing is processed."""
+        if self.draining or self.shutdown_requested or self.error is not None:
+            return
+        self.draining = True
+        self._drain.begin(notification, self._task_set.with_lanes())
+        if not self.tasks:  # nothing to drain (a standalone processor may hold no task): drained
+            log.info("every task is drained (this container holds none)")
+            self.shutdown_requested = True
+        self.wake()
 
-    def _utilization(self) -> float:
-        """Share of wall time spent running slices (Samza's event-loop-utilization)."""
-        return round(self._busy_s / max(1e-9, self._clock() - self._started), 3)
+    @property
+    def drain_complete(self) -> bool:
+        """Every task was drained (not merely stopped)."""
+        return self.draining and self._drain.complete(self.tasks)
 
     # -- the loop -------------------------------------------------------------------------------
     async def run(self) -> None:
         """Run until shutdown or failure. Raises the failure after stopping (no commit on failure)."""
         for ti in self.tasks:
-            self._start_timers(ti)
+            self._timers.start(ti)
         self._running = True
         self._started = self._clock()
         try:
@@ -351,25 +202,18 @@ class RunLoop:
                     continue
                 self._consumers.idle()
                 self._waiter = self._loop.create_future()
-                try:
+                with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._waiter, self._settings.max_idle_ms / 1000 or None)
-                except TimeoutError:
-                    pass
-                finally:
-                    self._waiter = None
+                self._waiter = None
             if self.error is None:
                 await self._shutdown()
         finally:
             self._running = False
-            self._stop_timers()
-            for h in [*self._drain_timers.values(), *self._leave_timers.values()]:
-                h.cancel()
-            for fut in self._leaving.values():  # their removers must not wait for a loop that ended
-                if not fut.done():
-                    fut.set_exception(self.error or RuntimeError("the run loop stopped"))
+            self._timers.stop()
+            self._drain.cancel_timers()
+            self._task_set.end(self.error)
         if self.error is not None:
-            for c in self._commits:
-                c.cancel()
+            self._commits.cancel()
             raise self.error
 
     def _run_slice(self) -> bool:
@@ -378,7 +222,7 @@ class RunLoop:
         progressed = False
         consumers = self._consumers
         choose = consumers.choose
-        by_lane = self._by_lane
+        by_lane = self._task_set.by_lane
         run_task = self._run_task
         clock = self._clock
         run_limit = self._run_limit
@@ -407,7 +251,7 @@ class RunLoop:
                 envelopes.count += ti.process_run(ssp, raw, consumers.buffer(lane), run_limit, deadline_ns)
                 consumers.try_update(lane)
             else:
-                ti.state.pending.append(chosen)  # behind what the task is still working on (or a marker)
+                ti.state.enqueue(chosen)  # behind what the task is still working on (or a marker)
                 if raw[0] >= 0:
                     envelopes.count += messages_in(raw)
                 run_task(ti)
@@ -422,10 +266,6 @@ class RunLoop:
         self._flush_batches()
         return progressed
 
-    def mark_dirty(self, flush: Callable[[], None]) -> None:
-        """A worker's task collected messages to send: call its ``flush`` at the end of this slice."""
-        self._dirty.append(flush)
-
     def _flush_batches(self) -> None:
         dirty = self._dirty
         if dirty and self.error is None:
@@ -438,273 +278,101 @@ class RunLoop:
                     return
 
     def _run_task(self, ti: RunLoopTask) -> None:
+        """Run ``ti``'s next ops until it has none (or one that answers later)."""
         st = ti.state
         while self.error is None:
             op = st.next_op()
-            if op is TaskOp.PROCESS:
-                lane, raw = st.pending.popleft()
-                if st.redo:  # given back by a worker (its SSP): the chooser already moved past it
-                    st.redo -= 1
-                elif raw[0] < 0:
-                    self._control_marker(ti, lane, raw[0])
-                    continue
-                else:
-                    self._consumers.try_update(lane)
-                ti.dispatch(lane_ssp(lane), raw)
-            elif op is TaskOp.COMMIT:
-                self._start_commit(ti)
-            elif op is TaskOp.WINDOW:
-                st.need_window = False
-                st.window_in_flight = True
-                self.m_window_calls.count += 1
-                try:
-                    ti.start_window(self.window_done)
-                except BaseException as e:
-                    st.window_in_flight = False
-                    self.abort(e)
+            try:
+                if op is TaskOp.PROCESS:
+                    lane, raw, redo = st.pop_pending()
+                    if not redo:  # else given back by a worker: the chooser already moved past it
+                        if raw[0] < 0:
+                            self._drain.control_marker(ti, lane, raw[0])
+                            continue
+                        self._consumers.try_update(lane)
+                    ti.dispatch(lane_ssp(lane), raw)
+                elif op is TaskOp.COMMIT:
+                    self._commits.start(ti)
+                elif op is TaskOp.WINDOW:
+                    st.start_window()
+                    self.m_window_calls.count += 1
+                    ti.start_window(self._window_done)
+                    if st.window_in_flight:
+                        return  # a worker runs it; _window_done comes later
+                elif op is TaskOp.END_OF_STREAM:
+                    if self._settings.window_on_end_of_stream and st.request_final_window(ti.windowable):
+                        continue
+                    st.start_last_hook()
+                    ti.start_end_of_stream(self._end_of_stream_done)
                     return
-                if st.window_in_flight:
-                    return  # a worker runs it; window_done comes later
-            elif op is TaskOp.END_OF_STREAM:
-                if self._settings.window_on_end_of_stream and self._final_window(ti):
-                    continue
-                self._start_last_hook(ti, ti.start_end_of_stream, self.end_of_stream_done)
+                elif op is TaskOp.DRAIN:
+                    self._drain.arm_timer(ti)
+                    if st.request_final_window(ti.windowable):
+                        continue
+                    st.start_last_hook()
+                    ti.start_drain(self._drain.hook_done)
+                    return
+                else:
+                    if st.waits_for_in_flight():
+                        ti.make_way()
+                    elif st.idle and self._task_set.is_leaving(ti) and not st.need_commit:
+                        self._commits.start(ti, functools.partial(self._departed, ti))
+                    return
+            except BaseException as e:
+                if op is TaskOp.WINDOW:
+                    st.done_window()
+                self.abort(e)
                 return
-            elif op is TaskOp.DRAIN:
-                self._arm_drain_timer(ti)
-                if self._final_window(ti):
-                    continue
-                self._start_last_hook(ti, ti.start_drain, self.drain_done)
-                return
-            else:
-                if st.waits_for_in_flight():
-                    self._make_way(ti)
-                elif st.idle and ti in self._leaving and not st.need_commit:
-                    self._leave(ti)
-                return
 
-    def _make_way(self, ti: RunLoopTask) -> None:
-        try:
-            ti.make_way()
-        except BaseException as e:
-            self.abort(e)
-
-    def _final_window(self, ti: RunLoopTask) -> bool:
-        """Before a task's last hook (end of stream, drain): flag one more window() for a windowable
-        task, once; True if flagged. Its input is complete, so its windows emit what they hold."""
-        st = ti.state
-        if not ti.windowable or st.final_window_done:
-            return False
-        st.final_window_done = True
-        st.need_window = True
-        return True
-
-    def _start_last_hook(
-        self,
-        ti: RunLoopTask,
-        start: Callable[[Callable[[Any, ReadableCoordinator], None]], None],
-        done: Callable[[Any, ReadableCoordinator], None],
-    ) -> None:
-        """Start the task's last hook (end of stream or drain): nothing else runs for it after this."""
-        ti.state.complete = True
-        ti.state.hook_in_flight = True
-        try:
-            start(done)
-        except BaseException as e:
-            self.abort(e)
-
-    def _control_marker(self, ti: RunLoopTask, lane: Lane, marker: int) -> None:
-        """A marker reached the head of the task's queue: everything before it was dispatched."""
-        st = ti.state
-        ssp = lane_ssp(lane)
-        if marker == END_OF_STREAM:
-            ti.processing_ssps.discard(ssp)
-            if not ti.processing_ssps:
-                st.end_of_stream = True
-        else:
-            # WATERMARK_MAX: the drain marker comes next. Its effect (windows emit what they hold)
-            # is the DRAIN op's last window(), which also waits until nothing is queued or in flight.
-            self._consumers.try_update(lane)
-            if marker == DRAIN:
-                ti.drain_pending.discard(ssp)
-        # Drained: every drain marker passed, and every input without one (its bounded input had
-        # ended when the drain began) reached its end.
-        if ti.drain_marked and not ti.drain_pending and ti.processing_ssps <= ti.drain_marked and not st.drained:
-            st.drained = True
-            log.info("task %r: every input reached its drain marker", ti.name)
-
-    def window_done(self, ti: RunLoopTask, coordinator: ReadableCoordinator | None) -> None:
+    def _window_done(self, ti: RunLoopTask, coordinator: ReadableCoordinator | None) -> None:
         """A task's window() returned (on this thread, or reported by its worker)."""
-        ti.state.window_in_flight = False
+        ti.state.done_window()
         if coordinator is not None and coordinator.requested:
             self.on_requests(ti, coordinator)
         self.task_ready(ti)
 
-    def end_of_stream_done(self, ti: RunLoopTask, coordinator: ReadableCoordinator) -> None:
+    def _end_of_stream_done(self, ti: RunLoopTask, coordinator: ReadableCoordinator | None) -> None:
         log.info("task %r reached the end of every input", ti.name)
-        ti.state.hook_in_flight = False
+        ti.state.done_last_hook()
+        assert coordinator is not None
         if coordinator.commit_requested:
-            self._start_commit(ti)
+            self._commits.start(ti)
         self.on_requests(ti, coordinator)
 
-    # -- drain ----------------------------------------------------------------------------------
-    def drain(self, notification: str) -> None:
-        """Drain the container: stop fetching, process what was fetched, drain every task, stop.
-
-        May be called before ``run`` (a notification found at start): then nothing is processed.
-        """
-        if self.draining or self.shutdown_requested or self.error is not None:
-            return
-        self.draining = True
-        self._drain_started = self._clock()
-        buffered = self._consumers.buffered() + sum(
-            messages_in(raw) for t in self.tasks for _, raw in t.state.pending if raw[0] >= 0
-        )
-        self.drain_point, marked = self._consumers.drain()
-        for ti in self.tasks:
-            ti.drain_marked = {ssp for lane, ssp in self._lanes[ti].items() if lane in marked}
-            ti.drain_pending = set(ti.drain_marked)
-            ti.enter_drain_mode(self._settings.drain_callback_timeout_ms)
-        m = self._metrics
-        m.gauge("SamzaContainerMetrics", "drain-started-ms").set(int(time.time() * 1000))
-        m.gauge("SamzaContainerMetrics", "drain-buffered-messages").set(buffered)
-        log.info("drain %s: fetching stopped with %d messages buffered", notification, buffered)
-        # The newest offset fetched per SSP: the drain processes up to here (JSON, for tools and tests).
-        log.info("drain point: %s", json.dumps({str(s): o for s, o in self.drain_point.items()}))
-        if not self.tasks:  # nothing to drain (a standalone processor may hold no task): drained
-            log.info("every task is drained (this container holds none)")
-            self.shutdown_requested = True
-        self.wake()
-
-    @property
-    def drain_complete(self) -> bool:
-        """Every task was drained (not merely stopped)."""
-        return self.draining and all(
-            t.name in self.drained_tasks or (not t.drain_marked and t.state.complete) for t in self.tasks
-        )
-
-    def _arm_drain_timer(self, ti: RunLoopTask) -> None:
-        """task.callback.drain.timeout.ms bounds a task's drain op: last window, on_drain, final commit."""
-        timeout_ms = self._settings.drain_callback_timeout_ms
-        if timeout_ms > 0 and ti.name not in self._drain_timers:
-            self._drain_timers[ti.name] = self._loop.call_later(timeout_ms / 1000, self._drain_timed_out, ti)
-
-    def _drain_timed_out(self, ti: RunLoopTask) -> None:
-        self.abort(
-            CallbackTimeoutError(
-                f"task {ti.name!r}: its drain (last window, on_drain, final commit) did not finish within "
-                f"task.callback.drain.timeout.ms = {self._settings.drain_callback_timeout_ms} ms; no final commit"
-            )
-        )
-
-    def drain_done(self, ti: RunLoopTask, coordinator: ReadableCoordinator) -> None:
-        """The task's on_drain returned: final commit (waited for), then its vote to shut down.
-        The coordinator's requests are not needed: the task commits and stops anyway."""
-        ti.state.hook_in_flight = False
-
-        def committed() -> None:
-            timer = self._drain_timers.pop(ti.name, None)
-            if timer is not None:
-                timer.cancel()
-            self.drained_tasks[ti.name] = dict(ti.checkpointed)
-            elapsed_ms = int((self._clock() - self._drain_started) * 1000)
-            self._metrics.gauge(f"TaskName-{ti.name}", "drain-ms").set(elapsed_ms)
-            log.info(
-                "task %r drained in %d ms; final checkpoint %s",
-                ti.name,
-                elapsed_ms,
-                {str(s): o for s, o in sorted(ti.checkpointed.items())},
-            )
-            self._shutdown_votes.add(ti.name)
-            if len(self._shutdown_votes) == len(self.tasks):
-                log.info("every task is drained")
-                self.shutdown_requested = True
-            self.wake()
-
-        self._start_commit(ti, committed)
-
-    def _start_commit(self, ti: RunLoopTask, then: Callable[[], None] | None = None) -> None:
-        st = ti.state
-        self._catch_up(ti)
-        st.need_commit = False
-        st.commit_in_flight = True
-        self.m_commit_calls.count += 1
-        ti.m_commit_calls.count += 1
-        started = time.perf_counter_ns()
-
-        async def run() -> None:
-            try:
-                await commit_task(ti, self._checkpoints)
-            except Exception as e:
-                self.abort(e)
-                return
-            finally:
-                st.commit_in_flight = False
-            ti.m_commit_ns.update(time.perf_counter_ns() - started)
-            ti.after_commit()
-            if then is not None:
-                then()
-            self.task_ready(ti)
-
-        fut = self._loop.create_task(run())
-        self._commits.add(fut)
-        fut.add_done_callback(self._commits.discard)
-
-    def _catch_up(self, ti: RunLoopTask) -> None:
-        """Move ``ti``'s low watermark of each SSP it has finished everything fetched of up to the
-        partition's fetched position (``SystemConsumers.caught_up_to``). This is what moves the
-        checkpoint of a key bucket that gets few messages, or none: its partition is read from the
-        lowest checkpoint among its buckets, so a bucket left behind would have every restart read
-        the partition again from there. Only with nothing of ``ti`` in flight (a commit after
-        task.shutdown.ms may have some) and nothing of the lane pending."""
-        if ti.state.messages_in_flight:
-            return
-        pending = {lane for lane, _ in ti.state.pending}
-        last = ti.last_processed
-        for lane, ssp in self._lanes.get(ti, {}).items():
-            if lane in pending:
-                continue
-            upto = self._consumers.caught_up_to(lane)
-            if upto is not None and upto > last.get(ssp, -1):
-                last[ssp] = upto
-
-    # -- shutdown -------------------------------------------------------------------------------
     async def _shutdown(self) -> None:
         """Stop consuming, finish in-flight work (window not forced), final commit of every task."""
         log.info("shutting down: finishing in-flight work")
-        self._stop_timers()
-        for h in self._drain_timers.values():  # a stop during a drain ends it the ordinary way
-            h.cancel()
-        self._drain_timers.clear()
+        self._timers.stop()
+        self._drain.cancel_timers()  # a stop during a drain ends it the ordinary way
         self._consumers.stop_fetching()
         for ti in self.tasks:
-            ti.state.stopping = True
-            ti.state.need_window = False
+            ti.state.stop()
             if ti.state.waits_for_in_flight():
-                self._make_way(ti)
+                try:
+                    ti.make_way()
+                except BaseException as e:
+                    self.abort(e)
         deadline = self._clock() + self._settings.shutdown_ms / 1000
         while self.error is None:
             while self._ready:
                 self._run_task(self._ready.pop())
             self._flush_batches()
-            if all(t.state.idle for t in self.tasks) and not self._commits:
+            if all(t.state.idle for t in self.tasks) and not self._commits.in_flight:
                 break
             if self._clock() > deadline:
                 busy = [t.name for t in self.tasks if not t.state.idle]
                 log.warning("task.shutdown.ms passed with work still in flight in %s; committing what completed", busy)
                 break
             self._waiter = self._loop.create_future()
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._waiter, 0.05)
-            except TimeoutError:
-                pass
-            finally:
-                self._waiter = None
+            self._waiter = None
         if self.error is not None:
             return
         for ti in list(self.tasks):
             if not ti.state.commit_in_flight and ti.name not in self.drained_tasks:
-                self._start_commit(ti, functools.partial(self._depart, ti) if ti in self._leaving else None)
-        while self._commits and self.error is None:
-            await asyncio.wait(set(self._commits))
+                leaving = self._task_set.is_leaving(ti)
+                self._commits.start(ti, functools.partial(self._departed, ti) if leaving else None)
+        while self._commits.in_flight and self.error is None:
+            await asyncio.wait(set(self._commits.in_flight))
         log.info("final commit done")

@@ -14,7 +14,7 @@ takes with it only the gauges of SSPs no other task reads.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Protocol
 
 from samzamp.api.envelope import SystemStreamPartition
@@ -41,9 +41,14 @@ def _gauge_names(ssp: SystemStreamPartition) -> tuple[tuple[str, str], tuple[str
 class SspReader(Protocol):
     """What the gauges read of a task, wherever it runs."""
 
-    ssps: frozenset[SystemStreamPartition]
-    checkpointed: dict[SystemStreamPartition, int]
-    last_processed: dict[SystemStreamPartition, int]
+    @property
+    def ssps(self) -> frozenset[SystemStreamPartition]: ...
+
+    @property
+    def checkpointed(self) -> Mapping[SystemStreamPartition, int]: ...
+
+    @property
+    def last_processed(self) -> Mapping[SystemStreamPartition, int]: ...
 
 
 class SspGauges:

@@ -7,6 +7,7 @@ state, its offsets (processed and checkpointed) and its metrics under Samza's na
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
 
 from samzamp.api.envelope import SystemStreamPartition
 from samzamp.container.ssp_gauges import ssp_label
@@ -17,6 +18,8 @@ __all__ = ["TaskBase"]
 
 
 class TaskBase:
+    """The host-independent half of a ``RunLoopTask``."""
+
     def __init__(
         self,
         name: str,
@@ -24,18 +27,15 @@ class TaskBase:
         max_concurrency: int,
         checkpointed: dict[SystemStreamPartition, int],
         metrics: MetricsRegistry,
+        logged_stores: frozenset[str] = frozenset(),
     ) -> None:
         self.name = name
         self.ssps = ssps
-        self.state = TaskState(max_concurrency)
-        self.checkpointed = dict(checkpointed)
+        self.state = TaskState(max_concurrency, ssps)
+        self._checkpointed = dict(checkpointed)
         self.last_processed = dict(checkpointed)  # last processed offset per SSP (the low watermark)
-        self.processing_ssps = set(ssps)  # SSPs not yet at end of stream
-        # While draining: the SSPs that got drain markers, and those whose marker the task has not reached.
-        self.drain_marked: set[SystemStreamPartition] = set()
-        self.drain_pending: set[SystemStreamPartition] = set()
-        # The stores whose changelog markers each checkpoint must carry (the container sets them).
-        self.logged_stores: frozenset[str] = frozenset()
+        # The stores whose changelog markers each checkpoint must carry.
+        self.logged_stores = logged_stores
         group = f"TaskName-{name}"
         self.m_process_calls = metrics.counter(group, "process-calls")
         self.m_processed = metrics.counter(group, "messages-actually-processed")
@@ -48,6 +48,28 @@ class TaskBase:
         metrics.gauge(group, "pending-messages", fn=lambda: len(self.state.pending))
         for ssp in ssps:
             metrics.gauge(group, f"{ssp_label(ssp)}-offset", fn=functools.partial(self.last_processed.get, ssp))
+
+    @property
+    def checkpointed(self) -> Mapping[SystemStreamPartition, int]:
+        """The offsets of the last checkpoint written (or the one the task started from)."""
+        return self._checkpointed
+
+    def catch_up(self, ssp: SystemStreamPartition, offset: int) -> None:
+        """Nothing of ``ssp`` before ``offset`` is left for the task: its low watermark moves there."""
+        if offset > self.last_processed.get(ssp, -1):
+            self.last_processed[ssp] = offset
+
+    def snapshot_offsets(self) -> dict[SystemStreamPartition, int]:
+        """Commit step 2: the low watermark (exact: the task is idle while it commits)."""
+        return dict(self.last_processed)
+
+    def checkpoint_written(self, offsets: dict[SystemStreamPartition, int]) -> None:
+        """Commit step 6: ``offsets`` are checkpointed; tell the task where it runs."""
+        self._checkpointed = offsets
+        self._tell_checkpoint(offsets)
+
+    def _tell_checkpoint(self, offsets: dict[SystemStreamPartition, int]) -> None:
+        raise NotImplementedError
 
     def count_processed(self, n: int, total_ns: int, max_ns: int) -> None:
         """Count ``n`` messages processed in ``total_ns`` (the longest took ``max_ns``): once per

@@ -20,37 +20,50 @@ from typing import Any, cast
 from samzamp.api.envelope import SystemStreamPartition
 from samzamp.api.errors import CallbackTimeoutError
 from samzamp.collect.completions import TaskCallbackImpl, TaskCallbackManager
-from samzamp.commit import pipeline
 from samzamp.consume.packed import Buffered
+from samzamp.container.run_loop_task import HookDone
 from samzamp.container.task_base import TaskBase
-from samzamp.dispatch.adapters import InlineSyncAdapter, RunnableTask
+from samzamp.coordinator.job_model import TaskModel
+from samzamp.dispatch.adapters import CoroutineAdapter, InlineSyncAdapter, RunnableTask, adapt_task
 from samzamp.metrics.registry import MetricsRegistry
-from samzamp.storage.manager import TaskStorage
+from samzamp.storage.manager import RestoreReport, TaskStorage
 from samzamp.systems.base import RawMessage
 from samzamp.task.coordinator import ReadableCoordinator
 from samzamp.task.runtime import RUN_MARKER, RUN_REQUESTED, TaskRuntime
+from samzamp.task.start import TaskStarter
 
 __all__ = ["TaskInstance"]
 
 
 class TaskInstance(TaskBase):
+    """A task run by this process, on the loop thread (sync tasks) or through callbacks (async
+    tasks): ``start`` it before dispatching to it."""
+
+    runtime: TaskRuntime  # from ``start`` on
+    runnable: RunnableTask
+
     def __init__(
         self,
-        runtime: TaskRuntime,
-        runnable: RunnableTask,
+        name: str,
+        ssps: frozenset[SystemStreamPartition],
         checkpointed: dict[SystemStreamPartition, int],
+        starter: TaskStarter,
         *,
         max_concurrency: int,
         callback_timeout_ms: int,
+        logged_stores: frozenset[str] = frozenset(),
         metrics: MetricsRegistry,
         loop: asyncio.AbstractEventLoop,
         on_ready: Callable[[TaskInstance], None],
         on_abort: Callable[[BaseException], None],
         on_requests: Callable[[TaskInstance, ReadableCoordinator], None],
+        adapt: Callable[[Any, asyncio.AbstractEventLoop], RunnableTask] = adapt_task,
     ) -> None:
-        super().__init__(runtime.name, frozenset(runtime.ssps), max_concurrency, checkpointed, metrics)
-        self.runtime = runtime
-        self.runnable = runnable
+        """``starter`` starts the task of a model (``task.start.start_task``, bound to this
+        container's systems); ``adapt`` gives the task object the loop's call shape."""
+        super().__init__(name, ssps, max_concurrency, checkpointed, metrics, logged_stores)
+        self._starter = starter
+        self._adapt = adapt
         self.callbacks = TaskCallbackManager(max_concurrency)
         self._timeout_s = callback_timeout_ms / 1000 if callback_timeout_ms > 0 else 0.0
         self._loop = loop
@@ -58,9 +71,7 @@ class TaskInstance(TaskBase):
         self._on_ready = on_ready
         self._on_abort = on_abort
         self._on_requests = on_requests
-        # Sync tasks run inline take the fast path; every other kind goes through TaskCallbacks.
-        self._inline = isinstance(runnable, InlineSyncAdapter)
-        runtime.counted = (self.m_process_calls, self.m_processed, self.m_process_ns)
+        self._inline = False
 
     @property
     def task(self) -> Any:
@@ -70,7 +81,29 @@ class TaskInstance(TaskBase):
     def storage(self) -> TaskStorage | None:
         return self.runtime.storage
 
-    # -- lifecycle ------------------------------------------------------------------------------
+    # -- lifetime -------------------------------------------------------------------------------
+    async def start(self, model: TaskModel) -> list[RestoreReport]:
+        """Start the task here (``task.start.start_task``: stores restored on a thread, init on the
+        loop thread); the restore reports."""
+        if model.name != self.name or frozenset(model.ssps) != self.ssps:
+            raise ValueError(f"task {self.name!r} cannot be started from the model of task {model.name!r}")
+        runtime, reports = await self._starter(model)
+        self.runtime = runtime
+        self.runnable = self._adapt(runtime.task, self._loop)
+        # Sync tasks run inline take the fast path; every other kind goes through TaskCallbacks.
+        self._inline = isinstance(self.runnable, InlineSyncAdapter)
+        runtime.counted = (self.m_process_calls, self.m_processed, self.m_process_ns)
+        return reports
+
+    async def stop(self) -> None:
+        """The task leaves: close it, then its stores (on the loop thread, as at shutdown)."""
+        self.close()
+
+    def abandon(self) -> None:
+        """The loop ended: an async task's calls still running are cancelled."""
+        if isinstance(self.runnable, CoroutineAdapter):
+            self.runnable.cancel_all()
+
     def close(self) -> None:
         """Close the task and its stores."""
         self.runtime.close()
@@ -90,12 +123,12 @@ class TaskInstance(TaskBase):
             return
         if envelope is None:  # dropped: completes at once, in order with the others
             cb = TaskCallbackImpl(self._deliver, self.callbacks.new_seq(), ssp, offset, None, time.perf_counter_ns())
-            self.state.messages_in_flight += 1
+            self.state.messages_started(1)
             cb.complete()
             return
         coordinator = ReadableCoordinator()
         cb = TaskCallbackImpl(self._deliver, self.callbacks.new_seq(), ssp, offset, coordinator, time.perf_counter_ns())
-        self.state.messages_in_flight += 1
+        self.state.messages_started(1)
         self.m_process_calls.count += 1
         if self._timeout_s:
             cb.timer = self._loop.call_later(self._timeout_s, self._timed_out, cb)
@@ -157,7 +190,7 @@ class TaskInstance(TaskBase):
         if error is not None and not self.runtime.is_ignored(error):
             self._on_abort(self.failure(error, cb.ssp, cb.offset))
             return
-        self.state.messages_in_flight -= 1
+        self.state.messages_done(1)
         self.m_process_ns.update(time.perf_counter_ns() - cb.started_ns)
         self._release(self.callbacks.release(cb))
         self._on_ready(self)
@@ -172,10 +205,6 @@ class TaskInstance(TaskBase):
             self.m_processed.count += 1
             if coordinator.requested:
                 self._on_requests(self, coordinator)
-
-    def after_commit(self) -> None:
-        """A commit request may have held completed callbacks back: release them now."""
-        self._release(self.callbacks.release_held())
 
     def failure(
         self, error: BaseException, ssp: SystemStreamPartition | None = None, offset: int | None = None
@@ -206,24 +235,34 @@ class TaskInstance(TaskBase):
         return self.runtime.on_drain()
 
     # -- the shape the run loop drives (shared with WorkerTaskProxy) -------------------------
-    def start_window(self, done: Callable[[TaskInstance, ReadableCoordinator | None], None]) -> None:
+    def start_window(self, done: HookDone) -> None:
         """Run window() now and report to ``done`` before returning (a worker's task reports later)."""
         done(self, self.window())
 
-    def start_end_of_stream(self, done: Callable[[TaskInstance, ReadableCoordinator], None]) -> None:
+    def start_end_of_stream(self, done: HookDone) -> None:
         done(self, self.end_of_stream())
 
-    def start_drain(self, done: Callable[[TaskInstance, ReadableCoordinator], None]) -> None:
+    def start_drain(self, done: HookDone) -> None:
         done(self, self.on_drain())
 
     def make_way(self) -> None:
         """Nothing to hurry: a sync task's process() returns before the loop goes on, and an async
         task's callbacks are bounded by task.callback.timeout.ms."""
 
-    async def prepare_commit(self) -> tuple[dict[SystemStreamPartition, int], dict[str, str]]:
-        """Commit steps 1-4 (before_commit, offsets, flush producers, commit stores) where the task runs."""
-        return await pipeline.prepare_local_commit(self.runtime, self.last_processed)
+    # -- commit steps where the task runs (samzamp.commit.pipeline) -------------------------------
+    async def before_commit(self) -> None:
+        self.runtime.before_commit()
 
-    def checkpoint_written(self, offsets: dict[SystemStreamPartition, int]) -> None:
-        """Commit step 6: tell the task."""
+    async def flush_and_commit_stores(self) -> dict[str, str]:
+        # Step 3 runs on the event loop thread on purpose: librdkafka's flush waits until the whole
+        # queue is empty, including messages sent while it waits. Blocking the loop (a few ms) stops
+        # the loop's tasks from sending meanwhile, so the flush is a barrier that ends.
+        self.runtime.flush_producers()
+        return await asyncio.to_thread(self.runtime.commit_stores)
+
+    def _tell_checkpoint(self, offsets: dict[SystemStreamPartition, int]) -> None:
         self.runtime.on_checkpoint(offsets)
+
+    def after_commit(self) -> None:
+        """A commit request may have held completed callbacks back: release them now."""
+        self._release(self.callbacks.release_held())

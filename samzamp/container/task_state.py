@@ -1,21 +1,28 @@
-"""Per-task readiness: which operation a task may run next (Samza's AsyncTaskState.nextOp).
+"""Per-task readiness: which operation a task may run next, and the transitions that change it
+(Samza's AsyncTaskState: nextOp, startWindow/doneWindow, startCommit/doneCommit, ...).
 
 Priority when ready: COMMIT > WINDOW > END_OF_STREAM > DRAIN > PROCESS.
 - commit, window, end-of-stream and drain wait until no message of the task is in flight and nothing else
-  is in flight, and block new process calls until they are done (the seeds' happens-before rules);
+  is in flight, and block new process calls until they are done (Samza's exclusion rules: a window or
+  commit never runs concurrently with process, nor with each other);
 - process runs while fewer than task.max.concurrency messages are in flight and no window or commit
   is in flight or due (a due window/commit stops new process calls so that it is not starved).
+
+Only this module writes the state: the run loop and the task's host change it through the
+transitions below and read its facts. All calls come from the event loop thread.
 """
 
 from __future__ import annotations
 
 import enum
 from collections import deque
+from collections.abc import Iterable
 
+from samzamp.api.envelope import SystemStreamPartition
 from samzamp.consume.lane import Lane
 from samzamp.consume.packed import Buffered
 
-__all__ = ["TaskState", "TaskOp"]
+__all__ = ["TaskOp", "TaskState"]
 
 
 class TaskOp(enum.Enum):
@@ -28,7 +35,12 @@ class TaskOp(enum.Enum):
 
 
 class TaskState:
+    """What one task is doing and may do next; see the module docstring."""
+
     __slots__ = (
+        "_drain_marked",
+        "_drain_pending",
+        "_processing",
         "commit_in_flight",
         "complete",
         "drained",
@@ -45,8 +57,9 @@ class TaskState:
         "window_in_flight",
     )
 
-    def __init__(self, max_concurrency: int) -> None:
+    def __init__(self, max_concurrency: int, ssps: Iterable[SystemStreamPartition] = ()) -> None:
         self.max_concurrency = max_concurrency
+        # Chosen messages (and control markers) the task could not take yet, in order.
         self.pending: deque[tuple[Lane, Buffered]] = deque()
         # How many entries at the front of ``pending`` a worker gave back (sent, then skipped after a
         # request): they left the chooser long ago, so dispatching them again must not advance it.
@@ -58,11 +71,16 @@ class TaskState:
         self.commit_in_flight = False
         self.end_of_stream = False  # every SSP of the task reached its end
         self.drained = False  # every SSP of the task passed its drain marker
-        self.final_window_done = False  # the last window() before on_drain / on_end_of_stream ran
+        self.final_window_done = False  # the last window() before on_drain / on_end_of_stream was flagged
         self.hook_in_flight = False  # on_end_of_stream or on_drain is running (maybe in a worker)
         self.complete = False  # end of stream or drain handled: the task takes no more work
-        self.stopping = False  # the container is shutting down: no new process calls
+        self.stopping = False  # the container is shutting down (or the task leaves): no new process calls
+        self._processing = set(ssps)  # SSPs not yet at end of stream
+        # While draining: the SSPs that got drain markers, and those whose marker the task has not reached.
+        self._drain_marked: frozenset[SystemStreamPartition] = frozenset()
+        self._drain_pending: set[SystemStreamPartition] = set()
 
+    # -- what may run next ----------------------------------------------------------------------
     def next_op(self) -> TaskOp:
         if self.complete:
             return TaskOp.NO_OP
@@ -108,3 +126,124 @@ class TaskState:
             and not self.commit_in_flight
             and not self.hook_in_flight
         )
+
+    @property
+    def has_drain_markers(self) -> bool:
+        """Some input of the task got a drain marker (a drain began while it had unended inputs)."""
+        return bool(self._drain_marked)
+
+    # -- messages -------------------------------------------------------------------------------
+    def messages_started(self, n: int) -> None:
+        """``n`` messages were dispatched (to the task, or to its worker)."""
+        self.messages_in_flight += n
+
+    def messages_done(self, n: int) -> None:
+        """``n`` messages in flight completed (or were taken back)."""
+        self.messages_in_flight -= n
+
+    def set_max_concurrency(self, n: int) -> None:
+        """How many messages may be in flight from now on (a worker's task follows its measured pace)."""
+        self.max_concurrency = n
+
+    def enqueue(self, chosen: tuple[Lane, Buffered]) -> None:
+        """A chosen message (or control marker) waits behind what the task is working on."""
+        self.pending.append(chosen)
+
+    def pop_pending(self) -> tuple[Lane, Buffered, bool]:
+        """The next pending entry, and whether it was given back (``requeue``): the chooser moved
+        past it long ago."""
+        lane, raw = self.pending.popleft()
+        if self.redo:
+            self.redo -= 1
+            return lane, raw, True
+        return lane, raw, False
+
+    def requeue(self, entries: list[tuple[SystemStreamPartition, Buffered]]) -> None:
+        """Put messages the chooser already moved past back in front of ``pending``, in order: they go
+        out again before anything chosen later."""
+        self.pending.extendleft(reversed(entries))  # an SSP is its own lane
+        self.redo += len(entries)
+
+    def give_back(self, entries: list[tuple[SystemStreamPartition, Buffered]]) -> None:
+        """Messages in flight that will not complete where they went (a worker skipped them): no
+        longer in flight, and first to go again (``requeue``)."""
+        self.messages_in_flight -= len(entries)
+        self.requeue(entries)
+
+    # -- window, commit, last hooks -------------------------------------------------------------
+    def request_window(self) -> None:
+        self.need_window = True
+
+    def request_commit(self) -> None:
+        self.need_commit = True
+
+    def start_window(self) -> None:
+        self.need_window = False
+        self.window_in_flight = True
+
+    def done_window(self) -> None:
+        self.window_in_flight = False
+
+    def start_commit(self) -> None:
+        self.need_commit = False
+        self.commit_in_flight = True
+
+    def done_commit(self) -> None:
+        self.commit_in_flight = False
+
+    def request_final_window(self, windowable: bool) -> bool:
+        """Before the task's last hook (end of stream, drain): flag one more window() for a windowable
+        task, once; True if flagged. Its input is complete, so its windows emit what they hold."""
+        if not windowable or self.final_window_done:
+            return False
+        self.final_window_done = True
+        self.need_window = True
+        return True
+
+    def start_last_hook(self) -> None:
+        """on_end_of_stream or on_drain starts: nothing else runs for the task after it."""
+        self.complete = True
+        self.hook_in_flight = True
+
+    def done_last_hook(self) -> None:
+        self.hook_in_flight = False
+
+    def stop(self) -> None:
+        """The container stops: no new process calls, no forced window; what is in flight finishes."""
+        self.stopping = True
+        self.need_window = False
+
+    def leave(self) -> None:
+        """The task leaves the container: ``stop``, and what is queued for it is dropped (its next
+        owner starts from its checkpoint)."""
+        self.stop()
+        self.pending.clear()
+        self.redo = 0
+
+    # -- inputs: end of stream and drain markers ------------------------------------------------
+    def input_ended(self, ssp: SystemStreamPartition) -> bool:
+        """``ssp``'s end-of-stream marker reached the task; True if the task became drained by it."""
+        self._processing.discard(ssp)
+        if not self._processing:
+            self.end_of_stream = True
+        return self._check_drained()
+
+    def begin_drain(self, marked: set[SystemStreamPartition]) -> None:
+        """A drain began: ``marked`` are the task's SSPs whose buffers end with a drain marker."""
+        self._drain_marked = frozenset(marked)
+        self._drain_pending = set(marked)
+
+    def drain_marker_passed(self, ssp: SystemStreamPartition) -> bool:
+        """``ssp``'s drain marker reached the task; True if the task became drained by it."""
+        self._drain_pending.discard(ssp)
+        return self._check_drained()
+
+    def _check_drained(self) -> bool:
+        # Drained: every drain marker passed, and every input without one (its bounded input had
+        # ended when the drain began) reached its end.
+        if self.drained or not self._drain_marked or self._drain_pending:
+            return False
+        if not self._processing <= self._drain_marked:
+            return False
+        self.drained = True
+        return True

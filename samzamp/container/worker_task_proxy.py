@@ -17,7 +17,7 @@ closed and unlocked). Underneath:
   that *epoch*, and the loop takes every message still in flight back (to the front of the task's
   pending queue) and sends it again under the next epoch once the request was served. So a request
   is served right after its message, as it is inline;
-- window, commit and shutdown wait until nothing of the task is in flight (the seeds' exclusion
+- window, commit and shutdown wait until nothing of the task is in flight (Samza's exclusion
   rules). When one is due while messages are in flight, ``make_way`` asks the worker to yield: it
   stops at its next report and the rest is taken back the same way. So the wait is bounded by one
   report interval of work, not by how much was sent ahead (a whole batch before the task's first
@@ -37,11 +37,13 @@ import msgspec
 from samzamp.api.envelope import SystemStreamPartition
 from samzamp.api.errors import SystemFailureError
 from samzamp.consume.packed import Buffered, PackedRun, unpack
+from samzamp.container.run_loop_task import HookDone
 from samzamp.container.task_base import TaskBase
 from samzamp.coordinator.job_model import TaskModel
 from samzamp.dispatch.process import frames as f
 from samzamp.dispatch.process.pool import WorkerPool
 from samzamp.metrics.registry import MetricsRegistry
+from samzamp.storage.manager import RestoreReport
 from samzamp.systems.base import RawMessage
 from samzamp.task.coordinator import ReadableCoordinator
 
@@ -72,13 +74,14 @@ class WorkerTaskProxy(TaskBase):
         *,
         batch_size: int,
         in_flight_limit: int,
+        logged_stores: frozenset[str] = frozenset(),
         metrics: MetricsRegistry,
         on_ready: Callable[[Any], None],
         on_requests: Callable[[Any, ReadableCoordinator], None],
         on_dirty: Callable[[Callable[[], None]], None],
     ) -> None:
         # The in-flight bound starts at one batch and then follows the task's time per message.
-        super().__init__(name, ssps, min(in_flight_limit, batch_size), checkpointed, metrics)
+        super().__init__(name, ssps, min(in_flight_limit, batch_size), checkpointed, metrics, logged_stores)
         self._windowable = windowable
         self.worker = worker
         self._max_in_flight = in_flight_limit
@@ -98,10 +101,11 @@ class WorkerTaskProxy(TaskBase):
         self._on_ready = on_ready
         self._on_requests = on_requests
         self._on_dirty = on_dirty
-        self._window_done: Callable[[Any, ReadableCoordinator | None], None] | None = None
-        self._eos_done: Callable[[Any, ReadableCoordinator], None] | None = None
-        self._drain_done: Callable[[Any, ReadableCoordinator], None] | None = None
-        self._commit_ready: asyncio.Future[f.CommitReady] | None = None
+        self._window_done: HookDone | None = None
+        self._eos_done: HookDone | None = None
+        self._drain_done: HookDone | None = None
+        # The answer to the commit step in flight (BeforeCommit or Commit): never two at once.
+        self._commit_step: asyncio.Future[f.BeforeCommitDone | f.CommitReady] | None = None
         metrics.gauge(f"TaskName-{name}", "worker", fn=lambda: self.worker)
 
     @property
@@ -109,14 +113,15 @@ class WorkerTaskProxy(TaskBase):
         return self._windowable
 
     # -- lifetime in the worker -----------------------------------------------------------------
-    async def start(self, model: TaskModel) -> None:
+    async def start(self, model: TaskModel) -> list[RestoreReport]:
         """Hand the task (``model``: this task, with its checkpoint's markers) to its worker and return
-        once its stores are restored and its init ran there; raises what the worker failed with (the
-        task's init, a restore, the worker's death)."""
+        once its stores are restored and its init ran there (``task.start.start_task``): the restore
+        reports; raises what the worker failed with (the task's init, a restore, the worker's death)."""
         if model.name != self.name or frozenset(model.ssps) != self.ssps:
             raise ValueError(f"task {self.name!r} cannot be started from the model of task {model.name!r}")
         self._ssp_index = {s: i for i, s in enumerate(model.ssps)}
-        self._index = await self._pool.add_task(self.worker, model, self._on_frame)
+        self._index, reports = await self._pool.add_task(self.worker, model, self._on_frame)
+        return reports
 
     async def stop(self) -> None:
         """Give the task up in its worker: its close() runs there, then its stores close and their
@@ -127,6 +132,12 @@ class WorkerTaskProxy(TaskBase):
                 f"task {self.name!r}: stopped with {self.state.messages_in_flight} messages in flight in its worker"
             )
         await self._pool.remove_task(self.worker, self._index)
+
+    def abandon(self) -> None:
+        """Nothing to cancel here: the processor stops (or kills) the workers."""
+
+    def close(self) -> None:
+        """Nothing to close here: a worker closes the tasks it holds when it stops."""
 
     def process_run(
         self, ssp: SystemStreamPartition, first: Buffered, buffer: deque[Buffered], limit: int, deadline_ns: int
@@ -166,8 +177,7 @@ class WorkerTaskProxy(TaskBase):
         # Past a slow task's small bound, where unpacking costs nothing next to the task's time: the
         # rest goes back to the front of the queue as a take-back gives messages back.
         messages = unpack(raw)
-        st.pending.extendleft(reversed([(ssp, m) for m in messages[n:]]))
-        st.redo += len(messages) - n
+        st.requeue([(ssp, m) for m in messages[n:]])
         self._dispatch_run(ssp, messages[:n])
 
     def _goes_whole(self, run: PackedRun) -> bool:
@@ -189,7 +199,7 @@ class WorkerTaskProxy(TaskBase):
             n = len(run)
             wire = run
         st = self.state
-        st.messages_in_flight += n
+        st.messages_started(n)
         self.m_process_calls.count += n
         self._in_flight.append([ssp, run, 0])
         if not self._batch_len:
@@ -222,23 +232,17 @@ class WorkerTaskProxy(TaskBase):
             self.m_window_ns.update(frame.busy_ns)
             done, self._window_done = self._window_done, None
             assert done is not None
-            done(
-                self, ReadableCoordinator.from_flags(frame.commit, frame.commit_all, frame.shutdown, frame.shutdown_all)
-            )
+            done(self, _requests(frame))
         elif isinstance(frame, f.EndOfStreamDone):
             eos, self._eos_done = self._eos_done, None
             assert eos is not None
-            eos(
-                self, ReadableCoordinator.from_flags(frame.commit, frame.commit_all, frame.shutdown, frame.shutdown_all)
-            )
+            eos(self, _requests(frame))
         elif isinstance(frame, f.DrainDone):
             drained, self._drain_done = self._drain_done, None
             assert drained is not None
-            drained(
-                self, ReadableCoordinator.from_flags(frame.commit, frame.commit_all, frame.shutdown, frame.shutdown_all)
-            )
-        elif isinstance(frame, f.CommitReady):
-            fut = self._commit_ready
+            drained(self, _requests(frame))
+        elif isinstance(frame, (f.BeforeCommitDone, f.CommitReady)):
+            fut = self._commit_step
             if fut is not None and not fut.done():
                 fut.set_result(frame)
 
@@ -256,7 +260,7 @@ class WorkerTaskProxy(TaskBase):
             if first + done == size:
                 in_flight.popleft()
             left -= done
-        self.state.messages_in_flight -= n
+        self.state.messages_done(n)
         self.count_processed(n, frame.busy_ns, frame.max_ns)
         if n:
             per = frame.busy_ns / n
@@ -266,14 +270,12 @@ class WorkerTaskProxy(TaskBase):
             # The worker's tasks come and go: its queue is shared by those it holds now.
             share_ns = max(f.TASK_MIN_SHARE_NS, f.IN_FLIGHT_TARGET_NS / self._pool.tasks_on(self.worker))
             ahead = int(share_ns / max(self._avg_ns, 1.0))
-            self.state.max_concurrency = max(2, min(self._max_in_flight, ahead))
+            self.state.set_max_concurrency(max(2, min(self._max_in_flight, ahead)))
         self._on_ready(self)
 
     def _requested(self, frame: f.Requested) -> None:
         self._take_back()
-        self._on_requests(
-            self, ReadableCoordinator.from_flags(frame.commit, frame.commit_all, frame.shutdown, frame.shutdown_all)
-        )
+        self._on_requests(self, _requests(frame))
         self._on_ready(self)
 
     def _take_back(self) -> None:
@@ -286,10 +288,8 @@ class WorkerTaskProxy(TaskBase):
         self._epoch += 1
 
     def _give_back(self, messages: list[tuple[SystemStreamPartition, RawMessage]]) -> None:
-        self.state.messages_in_flight -= len(messages)
         self.m_process_calls.count -= len(messages)
-        self.state.pending.extendleft(reversed(messages))
-        self.state.redo += len(messages)
+        self.state.give_back(messages)  # type: ignore[arg-type]
 
     def make_way(self) -> None:
         """A window, commit or shutdown of this task is due and waits for its messages in flight: keep
@@ -306,11 +306,11 @@ class WorkerTaskProxy(TaskBase):
             self._pool.send(self.worker, f.encode(f.Yield(self._index, self._epoch)))
 
     # -- window, end of stream, commit ----------------------------------------------------------
-    def start_window(self, done: Callable[[Any, ReadableCoordinator | None], None]) -> None:
+    def start_window(self, done: HookDone) -> None:
         self._window_done = done
         self._pool.send(self.worker, f.encode(f.Window(self._index)))
 
-    def start_end_of_stream(self, done: Callable[[Any, ReadableCoordinator], None]) -> None:
+    def start_end_of_stream(self, done: HookDone) -> None:
         self._eos_done = done
         self._pool.send(self.worker, f.encode(f.EndOfStream(self._index)))
 
@@ -320,24 +320,33 @@ class WorkerTaskProxy(TaskBase):
         if callback_timeout_ms > 0:
             self._pool.time_calls(callback_timeout_ms, "task.callback.drain.timeout.ms")
 
-    def start_drain(self, done: Callable[[Any, ReadableCoordinator], None]) -> None:
+    def start_drain(self, done: HookDone) -> None:
         self._drain_done = done
         self._pool.send(self.worker, f.encode(f.Drain(self._index)))
 
-    async def prepare_commit(self) -> tuple[dict[SystemStreamPartition, int], dict[str, str]]:
-        if self._commit_ready is not None:  # answers are matched by order: never two at once
-            raise SystemFailureError(f"task {self.name!r}: a commit started while another was in flight")
-        offsets = dict(self.last_processed)  # step 2: nothing is in flight, so this is exact
-        loop = asyncio.get_running_loop()
-        self._commit_ready = loop.create_future()
-        self._pool.send(self.worker, f.encode(f.Commit(self._index)))
-        ready = await self._commit_ready
-        self._commit_ready = None
+    async def before_commit(self) -> None:
+        await self._commit_step_in_worker(f.BeforeCommit(self._index))
+
+    async def flush_and_commit_stores(self) -> dict[str, str]:
+        ready = await self._commit_step_in_worker(f.Commit(self._index))
+        assert isinstance(ready, f.CommitReady)
         if ready.errors:  # the worker applied the commit's error policy (commit.flush_policy)
             raise SystemFailureError(ready.errors[0])
-        return offsets, dict(ready.markers)
+        return dict(ready.markers)
 
-    def checkpoint_written(self, offsets: dict[SystemStreamPartition, int]) -> None:
+    async def _commit_step_in_worker(self, frame: f.BeforeCommit | f.Commit) -> f.BeforeCommitDone | f.CommitReady:
+        """Send one commit step to the worker and wait for its answer (a failure there fails the
+        container through the pool)."""
+        if self._commit_step is not None:  # answers are matched by order: never two at once
+            raise SystemFailureError(f"task {self.name!r}: a commit step started while another was in flight")
+        self._commit_step = asyncio.get_running_loop().create_future()
+        try:
+            self._pool.send(self.worker, f.encode(frame))
+            return await self._commit_step
+        finally:
+            self._commit_step = None
+
+    def _tell_checkpoint(self, offsets: dict[SystemStreamPartition, int]) -> None:
         pairs = [(self._ssp_index[s], o) for s, o in offsets.items()]
         self._pool.send(self.worker, f.encode(f.Checkpointed(self._index, pairs)))
 
@@ -351,3 +360,8 @@ def _size(run: list[RawMessage] | PackedRun) -> int:
 
 def _messages(run: list[RawMessage] | PackedRun) -> list[RawMessage]:
     return unpack(run) if isinstance(run, PackedRun) else run
+
+
+def _requests(frame: f.WindowDone | f.EndOfStreamDone | f.DrainDone | f.Requested) -> ReadableCoordinator:
+    """What a worker's answer says the task requested."""
+    return ReadableCoordinator.from_flags(frame.commit, frame.commit_all, frame.shutdown, frame.shutdown_all)

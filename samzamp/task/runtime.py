@@ -324,12 +324,6 @@ class TaskRuntime:
         """Step 4: apply the stores' writes (their changelog is durable); the state markers."""
         return self.storage.commit() if self.storage is not None else {}
 
-    def commit_steps(self) -> dict[str, str]:
-        """Steps 1, 3 and 4 in order, for a host that took step 2 before asking (a worker); the markers."""
-        self.before_commit()
-        self.flush_producers()
-        return self.commit_stores()
-
     def on_checkpoint(self, offsets: dict[SystemStreamPartition, int]) -> None:
         """Step 6: tell the task what was checkpointed; a failure names the task."""
         if isinstance(self.task, CheckpointListenerTask):

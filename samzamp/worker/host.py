@@ -35,6 +35,7 @@ from samzamp.api.errors import SystemFailureError, TaskError, WorkerError
 from samzamp.config import Config, validate
 from samzamp.config.stream_serdes import StreamSerdes
 from samzamp.config.validate import load_task_class
+from samzamp.coordinator.job_model import TaskModel
 from samzamp.dispatch.process import frames as f
 from samzamp.dispatch.process.calls import CallSlot
 from samzamp.gc_freeze import freeze_start_up
@@ -43,7 +44,8 @@ from samzamp.metrics.registry import MetricsRegistry
 from samzamp.storage.manager import TaskStorage
 from samzamp.systems.base import SystemProducer
 from samzamp.task.coordinator import ReadableCoordinator
-from samzamp.task.runtime import RUN_CHECK, RUN_REQUESTED, TaskRuntime, build_task_runtime
+from samzamp.task.runtime import RUN_CHECK, RUN_REQUESTED, TaskRuntime
+from samzamp.task.start import run_sync, start_task
 
 if TYPE_CHECKING:
     from samzamp.systems.kafka import KafkaClientSettings
@@ -151,16 +153,18 @@ class Worker:
         st = self.settings
         assert self.task_class is not None
         try:
-            rt = build_task_runtime(st.task, model, self.task_class, self.producers, self.serdes, self.metrics)
-            if self.calls is not None:
-                rt.call_slot = (self.calls, t)
-            if st.stores:
-                rt.open_stores(TaskStorage(model.name, st, model.changelog_partition, self.kafka, self.changelogs))
-            rt.init(st.config)
+            rt, reports = run_sync(
+                start_task(st, model, self.task_class, self.producers, self.serdes, self.metrics, self._storage)
+            )
         except Exception as e:
             self.fail(t, e)  # the pool names the task and this worker
+        if self.calls is not None:
+            rt.call_slot = (self.calls, t)
         self.tasks[t] = WorkerTask(rt)
-        self._reply(f.TaskAdded(t))
+        self._reply(f.TaskAdded(t, reports))
+
+    def _storage(self, model: TaskModel) -> TaskStorage:
+        return TaskStorage(model.name, self.settings, model.changelog_partition, self.kafka, self.changelogs)
 
     def _remove_task(self, t: int) -> None:
         """Give task ``t`` up: close it, then its stores (which releases their directory locks: the
@@ -226,6 +230,8 @@ class Worker:
                 self._remove_task(frame.task)
             elif isinstance(frame, f.Window):
                 self._window(frame.task)
+            elif isinstance(frame, f.BeforeCommit):
+                self._before_commit(frame.task)
             elif isinstance(frame, f.Commit):
                 self._commit(frame.task)
             elif isinstance(frame, f.Checkpointed):
@@ -355,12 +361,22 @@ class Worker:
         coordinator = self._hook(t, self._task(t).runtime.on_drain)
         self._reply(f.DrainDone(t, *coordinator.flags()))
 
-    def _commit(self, t: int) -> None:
-        """Commit steps 1, 3, 4 for task ``t`` (see samzamp.commit.pipeline): the loop took step 2.
-        A flush that stops the commit is the answer (the loop fails the container, no checkpoint)."""
+    def _before_commit(self, t: int) -> None:
+        """Commit step 1 for task ``t`` (see samzamp.commit.pipeline); the loop takes step 2 next."""
         rt = self._task(t).runtime
         try:
-            markers = rt.commit_steps()
+            rt.before_commit()
+        except Exception as e:
+            self.fail(t, rt.failure(e))
+        self._reply(f.BeforeCommitDone(t))
+
+    def _commit(self, t: int) -> None:
+        """Commit steps 3 and 4 for task ``t`` (see samzamp.commit.pipeline). A flush that stops the
+        commit is the answer (the loop fails the container, no checkpoint)."""
+        rt = self._task(t).runtime
+        try:
+            rt.flush_producers()
+            markers = rt.commit_stores()
         except SystemFailureError as e:
             self._reply(f.CommitReady(t, [str(e)], {}))
             return

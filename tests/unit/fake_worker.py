@@ -42,9 +42,9 @@ class FakePool:
         self.handler: Any = None
         self.frames: list[Any] = []
 
-    async def add_task(self, worker: int, model: Any, handler: Any) -> int:
+    async def add_task(self, worker: int, model: Any, handler: Any) -> tuple[int, list[Any]]:
         self.handler = handler
-        return 0
+        return 0, []
 
     def tasks_on(self, worker: int) -> int:
         return self.tasks

@@ -26,10 +26,11 @@ from samzamp.api.task import (
 )
 from samzamp.container.task_instance import TaskInstance
 from samzamp.coordinator.job_model import TaskModel
-from samzamp.dispatch.adapters import adapt_task
+from samzamp.dispatch.adapters import RunnableTask, adapt_task
 from samzamp.dispatch.process import frames as f
 from samzamp.dispatch.process.pool import failure_of
 from samzamp.metrics.registry import MetricsRegistry
+from samzamp.storage.manager import RestoreReport
 from samzamp.task.runtime import TaskRuntime
 from samzamp.worker.host import Worker, WorkerTask
 
@@ -192,10 +193,19 @@ class InlineHost:
         self.failures: list[BaseException] = []
         self.requests: list[Flags] = []
         self.callbacks = callbacks
+        rt = job.runtime
+
+        async def started(model: TaskModel) -> tuple[TaskRuntime, list[RestoreReport]]:
+            return rt, []
+
+        def adapt(task: Any, loop: asyncio.AbstractEventLoop) -> RunnableTask:
+            return adapt_task(CallingBack(task) if callbacks else task, loop)
+
         self.ti = TaskInstance(
-            job.runtime,
-            adapt_task(CallingBack(job.task) if callbacks else job.task, self.loop),
+            rt.name,
+            frozenset(rt.ssps),
             {},
+            started,
             max_concurrency=1,
             callback_timeout_ms=0,
             metrics=MetricsRegistry(),
@@ -203,7 +213,9 @@ class InlineHost:
             on_ready=lambda ti: None,
             on_abort=self.failures.append,
             on_requests=lambda ti, c: self.requests.append(c.flags()),
+            adapt=adapt,
         )
+        self.loop.run_until_complete(self.ti.start(rt.model))
 
     def process(self, values: list[bytes]) -> None:
         buffer = deque(_raws(values))
@@ -235,7 +247,8 @@ class InlineHost:
 
     def commit(self) -> dict[str, str] | str:
         try:
-            _, markers = self.loop.run_until_complete(self.ti.prepare_commit())
+            self.loop.run_until_complete(self.ti.before_commit())
+            markers = self.loop.run_until_complete(self.ti.flush_and_commit_stores())
         except Exception as e:
             return str(e)
         return markers
@@ -322,6 +335,9 @@ class WorkerHost:
         return None if fr is None else (fr.commit, fr.commit_all, fr.shutdown, fr.shutdown_all)
 
     def commit(self) -> dict[str, str] | str:
+        self._handle(lambda: self.w._before_commit(0))
+        if self.failures:
+            return str(self.failures[-1])
         fr = self._answer(lambda: self.w._commit(0))
         if fr is None:
             return str(self.failures[-1])

@@ -56,6 +56,8 @@ class SteppingWorker(FakePool):
                 self.ran.append("W")
                 self.handler(f.WindowDone(0, 1000, False, False, False, False))
                 return
+            elif isinstance(fr, f.BeforeCommit):
+                self.handler(f.BeforeCommitDone(0))
             elif isinstance(fr, f.Commit):
                 self.ran.append("K")
                 self.handler(f.CommitReady(0, [], {}))
@@ -115,7 +117,7 @@ def _run(
 
 
 def _due_window(run_loop: RunLoop, ti: WorkerTaskProxy) -> None:
-    ti.state.need_window = True  # what the window timer does
+    ti.state.request_window()  # what the window timer does
     run_loop.task_ready(ti)
 
 

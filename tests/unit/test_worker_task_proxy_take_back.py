@@ -52,6 +52,8 @@ class ScriptedWorker(FakePool):
             elif isinstance(frame, f.Drain):
                 self.ran.append("D")
                 self.handler(f.DrainDone(0, False, False, False, False))
+            elif isinstance(frame, f.BeforeCommit):
+                self.handler(f.BeforeCommitDone(0))
             elif isinstance(frame, f.Commit):
                 self.handler(f.CommitReady(0, [], {}))
 

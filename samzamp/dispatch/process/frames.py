@@ -4,9 +4,10 @@ Every frame is a msgspec Struct encoded as MessagePack (array-like, tagged by it
 ring record. Nothing is pickled: frames carry only ints, strings, bytes and lists of them.
 
 Loop -> worker: ``AddTask``, ``RemoveTask``, ``Process`` (a batch of one task's messages), ``Yield``,
-``Window``, ``EndOfStream``, ``Drain``, ``Commit``, ``Checkpointed``, ``Stop``. Worker -> loop:
-``Ready``, ``TaskAdded``, ``TaskRemoved``, ``Processed``, ``Requested``, ``Yielded``, ``WindowDone``,
-``EndOfStreamDone``, ``DrainDone``, ``CommitReady``, ``Failed``, ``Stopped``.
+``Window``, ``EndOfStream``, ``Drain``, ``BeforeCommit``, ``Commit``, ``Checkpointed``, ``Stop``. Worker
+-> loop: ``Ready``, ``TaskAdded``, ``TaskRemoved``, ``Processed``, ``Requested``, ``Yielded``,
+``WindowDone``, ``EndOfStreamDone``, ``DrainDone``, ``BeforeCommitDone``, ``CommitReady``, ``Failed``,
+``Stopped``.
 
 A worker starts with no task (its ``WorkerSpec`` says how to run tasks, not which) and answers
 ``Ready``. From then on the loop hands it tasks and takes them back at any time: ``AddTask`` (the
@@ -32,6 +33,7 @@ from typing import Any
 import msgspec
 
 from samzamp.coordinator.job_model import TaskModel
+from samzamp.storage.manager import RestoreReport
 
 __all__ = [
     "IN_FLIGHT_BATCHES",
@@ -41,6 +43,8 @@ __all__ = [
     "TASK_MIN_SHARE_NS",
     "VERSION",
     "AddTask",
+    "BeforeCommit",
+    "BeforeCommitDone",
     "Checkpointed",
     "Commit",
     "CommitReady",
@@ -185,8 +189,15 @@ class Drain(_Frame):
     task: int
 
 
+class BeforeCommit(_Frame):
+    """Step 1 of the commit pipeline: before_commit; answered by ``BeforeCommitDone``."""
+
+    task: int
+
+
 class Commit(_Frame):
-    """Steps 1, 3 and 4 of the commit pipeline: before_commit, flush the producer, flush stores."""
+    """Steps 3 and 4 of the commit pipeline: flush the producer, commit the stores; answered by
+    ``CommitReady``."""
 
     task: int
 
@@ -210,6 +221,11 @@ class Ready(_Frame):
 class TaskAdded(_Frame):
     """Answer to ``AddTask``: the task's stores are restored and its init ran."""
 
+    task: int
+    restored: list[RestoreReport] = []  # one per store
+
+
+class BeforeCommitDone(_Frame):
     task: int
 
 
@@ -295,7 +311,9 @@ class Stopped(_Frame):
     pass
 
 
-FromLoop = AddTask | RemoveTask | Process | Yield | Window | EndOfStream | Drain | Commit | Checkpointed | Stop
+FromLoop = (
+    AddTask | RemoveTask | Process | Yield | Window | EndOfStream | Drain | BeforeCommit | Commit | Checkpointed | Stop
+)
 FromWorker = (
     Ready
     | TaskAdded
@@ -306,6 +324,7 @@ FromWorker = (
     | WindowDone
     | EndOfStreamDone
     | DrainDone
+    | BeforeCommitDone
     | CommitReady
     | Failed
     | Stopped

@@ -45,6 +45,7 @@ from samzamp.dispatch.process import frames as f
 from samzamp.dispatch.process.calls import CallSlot
 from samzamp.ipc import EndOfQueue, Ring, create_ring
 from samzamp.metrics.registry import MetricsRegistry
+from samzamp.storage.manager import RestoreReport
 
 __all__ = ["WorkerHandle", "WorkerPool", "failure_of"]
 
@@ -75,7 +76,7 @@ class WorkerHandle:
         self.task_ssps: dict[int, tuple[SystemStreamPartition, ...]] = {}  # in the worker's SSP order
         self.handlers: dict[int, FrameHandler] = {}
         self.next_task = 0  # the next task's index: never one used before in this worker's life
-        self.adding: dict[int, asyncio.Future[None]] = {}  # AddTask sent, TaskAdded not yet come
+        self.adding: dict[int, asyncio.Future[list[RestoreReport]]] = {}  # AddTask sent, TaskAdded not yet come
         self.removing: dict[int, asyncio.Future[None]] = {}  # RemoveTask sent, TaskRemoved not yet come
         self.error: BaseException | None = None  # why it ended, when it did not end by Stop
         self.process: subprocess.Popen[bytes] | None = None
@@ -161,9 +162,9 @@ class WorkerPool:
         log.info("worker pool: %s", "; ".join(w.describe() for w in self.workers))
 
     # -- tasks ----------------------------------------------------------------------------------
-    async def add_task(self, worker: int, model: TaskModel, handler: FrameHandler) -> int:
-        """Hand task ``model`` to ``worker`` and return its index there once the worker has restored
-        its stores and init'ed it. Its frames go to ``handler`` from now on. Adds to several
+    async def add_task(self, worker: int, model: TaskModel, handler: FrameHandler) -> tuple[int, list[RestoreReport]]:
+        """Hand task ``model`` to ``worker`` and return its index there, and its stores' restore
+        reports, once the worker has restored its stores and init'ed it. Its frames go to ``handler`` from now on. Adds to several
         workers may be awaited at once (they run in parallel); a failure of the worker meanwhile
         (the task's init, its restore, the worker's death) raises that error here."""
         w = self.workers[worker]
@@ -175,9 +176,9 @@ class WorkerPool:
         w.task_ssps[index] = model.ssps
         added = w.adding[index] = self._loop.create_future()
         self.send(worker, f.encode(f.AddTask(index, model)))
-        await added
+        reports = await added
         log.info("task %r started in %s", model.name, w.describe())
-        return index
+        return index, reports
 
     async def remove_task(self, worker: int, index: int) -> None:
         """Have ``worker`` close task ``index`` and its stores (releasing their locks); returns once it
@@ -288,7 +289,7 @@ class WorkerPool:
             if added is None:
                 self._unknown_task(w, frame)
             elif not added.done():
-                added.set_result(None)
+                added.set_result(frame.restored)
         elif isinstance(frame, f.TaskRemoved):
             removed = w.removing.pop(frame.task, None)
             if removed is None:
@@ -332,7 +333,7 @@ class WorkerPool:
 
     def _fail_awaits(self, w: WorkerHandle, err: BaseException) -> None:
         """The worker will answer nothing more: every add or removal awaited on it fails with ``err``."""
-        waits = [*w.adding.values(), *w.removing.values()]
+        waits: list[asyncio.Future[Any]] = [*w.adding.values(), *w.removing.values()]
         w.adding.clear()
         w.removing.clear()
         for fut in waits:
