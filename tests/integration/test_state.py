@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import random
 import re
@@ -205,6 +206,41 @@ def test_counts_continue_in_worker_processes(broker, unique, tmp_path: Path, poo
     log = _run_until(cfg, broker, rec, 6_000, tmp_path / "run-1.log", over)
     assert _replayed(log) == [0] * PARTITIONS
     assert _store_contents(state) == _true_counts(6_000)
+
+
+def _restore_gauges(log: str) -> dict[str, tuple[int, int]]:
+    """Task -> (counts-restored-records, counts-reverted-records) from the last metrics line that has them."""
+    gauges: dict[str, tuple[int, int]] = {}
+    for line in re.findall(r"metrics (\{.*\})$", log, re.MULTILINE):
+        groups = json.loads(line)
+        found = {
+            g.removeprefix("TaskName-"): (m["counts-restored-records"], m["counts-reverted-records"])
+            for g, m in groups.items()
+            if "counts-restored-records" in m
+        }
+        if found:
+            gauges = found
+    return gauges
+
+
+@pytest.mark.parametrize("pool", [1, 2], ids=["inline", "pool2"])
+def test_restore_gauges_are_reported_wherever_the_task_runs(broker, unique, tmp_path: Path, pool: int) -> None:
+    """<store>-restored-records and -reverted-records are in the container's metrics for tasks in worker
+    processes too, equal to what each task's restore logged."""
+    topic = f"in-{unique}"
+    seed_input(broker.bootstrap_servers, topic, PARTITIONS, 1_000)
+    cfg, rec, state = _store_toml(tmp_path, unique, topic, "StoreCountTask")
+    over = f"job.container.thread.pool.size={pool}"
+    _run_until(cfg, broker, rec, 1_000, tmp_path / "run-0.log", over)
+    shutil.rmtree(state)  # the next start restores every store in full from its changelog
+    c = Container(cfg, broker.bootstrap_servers, over, "metrics.log.interval.ms=100", log=tmp_path / "run-1.log")
+    wait_until(lambda: len(_restore_gauges(c.log_text())) >= PARTITIONS, 60, "restore gauges of every task", c)
+    assert c.stop() == 0, c.log_text()[-3000:]
+    log = c.log_text()
+    replayed = dict(re.findall(r"store 'counts' of task '(Partition \d)': .*?replayed (\d+) changelog", log))
+    assert len(replayed) == PARTITIONS
+    assert sum(int(n) for n in replayed.values()) >= 1_000  # a full restore of every write
+    assert _restore_gauges(log) == {task: (int(n), 0) for task, n in replayed.items()}
 
 
 def _restored_states(rec: Path, pids: set[int] | None = None) -> dict[str, dict[str, int]]:
