@@ -36,7 +36,7 @@ from samzamp.consume.lane import Lane, partition_of, task_lanes
 from samzamp.consume.system_consumers import SystemConsumers
 from samzamp.container.run_loop import RunLoop
 from samzamp.container.ssp_gauges import SspGauges
-from samzamp.container.systems import Systems
+from samzamp.container.system_clients import SystemClients
 from samzamp.container.task_instance import TaskInstance
 from samzamp.container.worker_task_proxy import WorkerTaskProxy
 from samzamp.coordinator.grouper import task_order
@@ -71,7 +71,7 @@ class SamzaContainer:
     def __init__(
         self,
         settings: JobSettings,
-        systems: Systems,
+        systems: SystemClients,
         checkpoints: TopicCheckpointManager,
         metrics: MetricsRegistry,
         task_class: type,
