@@ -6,6 +6,7 @@ No network: the Kafka factory only builds client settings here, it connects noth
 
 from __future__ import annotations
 
+import re
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,8 @@ from samzamp.systems.inmemory.factory import InMemorySystem, InMemorySystemFacto
 from samzamp.systems.inmemory.system import InMemoryStreams
 from samzamp.systems.kafka.factory import KafkaSystem
 from samzamp.systems.registry import open_system, register, system_factory
+
+PACKAGE = Path(__file__).resolve().parents[2] / "samzamp"
 
 BASE: dict[str, Any] = {
     "job.name": "wc",
@@ -124,3 +127,17 @@ def test_a_changelog_on_a_system_that_cannot_hold_one_names_the_key() -> None:
         )
     assert exc.value.key == "stores.counts.changelog"
     assert "system 'mem' is inmemory; changelogs need kafka" in str(exc.value)
+
+
+def test_no_module_tests_a_system_kind_by_its_name() -> None:
+    # Which code serves a system, and what it can do, is asked of its kind (samzamp.systems.registry,
+    # SystemKind's capabilities): a string test would miss the next kind.
+    names = "|".join(re.escape(name) for kind in system_kinds() for name in (kind.name, *kind.samza_classes))
+    test = re.compile(rf"""(==|!=)\s*["']({names})["']|["']({names})["']\s*(==|!=)""")
+    found = [
+        f"{path.relative_to(PACKAGE.parent)}:{n}: {line.strip()}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if test.search(line)
+    ]
+    assert found == []
