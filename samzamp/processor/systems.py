@@ -41,7 +41,7 @@ class Systems:
         self.settings = settings
         self.inmemory: dict[str, InMemoryStreams] = inmemory if inmemory is not None else {}
         self._place = Place(embedded=True, shared={INMEMORY.name: self.inmemory})
-        self.systems: dict[str, System] = {}
+        self._opened: dict[str, System] = {}  # by name: each system's clients, made by its kind's factory
         self.admins: dict[str, SystemAdmin] = {}
         self.producers: dict[str, SystemProducer] = {}
         self.checkpoint_producer: SystemProducer | None = None
@@ -53,7 +53,7 @@ class Systems:
         st = self.settings
         for name, s in st.systems.items():
             system = open_system(st, name, self._place)
-            self.systems[name] = system
+            self._opened[name] = system
             if s.kind.changelogs:
                 self.kafka[name] = system.changelog_clients()
             self.admins[name] = system.admin()
@@ -68,7 +68,7 @@ class Systems:
         return self.producers[system]
 
     def consumer(self, system: str) -> SystemConsumer:
-        return self.systems[system].consumer(f"samzamp-{self.settings.name}-{self.settings.id}")
+        return self._opened[system].consumer(f"samzamp-{self.settings.name}-{self.settings.id}")
 
     def changelog_producers(self) -> dict[str, ChangelogProducer]:
         """The stores' changelog producers, one per changelog system (made on first use)."""
@@ -82,7 +82,7 @@ class Systems:
         """The job's config for worker processes: each system's address as this process resolved it
         (a Kafka system's brokers, maybe the embedded broker's) in place of what the config said."""
         config = dict(self.settings.config)
-        for system in self.systems.values():
+        for system in self._opened.values():
             config.update(system.address_config())
         return config
 
