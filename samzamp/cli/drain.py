@@ -51,9 +51,12 @@ from samzamp.cli.common import (
 )
 from samzamp.config import load_config, parse_overrides, validate
 from samzamp.config.settings import JobSettings
+from samzamp.config.system_kinds import system_kind_names
 from samzamp.coordinator.metadata_store import CoordinatorStreamStore, MetadataStore
 from samzamp.coordinator.run_id import RUN_NAMESPACE, RunRecord, RunState, read_current_run
 from samzamp.drain.notification import DRAIN_NAMESPACE, read_drain_notifications, write_drain_notification
+from samzamp.systems.factory import Place
+from samzamp.systems.registry import open_system
 
 __all__ = ["main"]
 
@@ -144,20 +147,20 @@ def _open_store(settings: JobSettings) -> RunPlace:
         return _ZkPlace(settings)
     system = settings.coordinator_system
     s = settings.systems[system]
-    if s.factory != "kafka":
+    if not s.kind.shared:
         raise ConfigError(
-            "job.coordinator.system", f"system {system!r} is in-memory; samzamp-drain reaches only Kafka systems"
+            "job.coordinator.system",
+            f"system {system!r} is {s.kind}, in its container's process only; samzamp-drain reaches only "
+            f"{system_kind_names(lambda k: k.shared)} systems",
         )
     if not s.bootstrap_servers:
         raise ConfigError(
             f"systems.{system}.bootstrap.servers",
             "is not set: samzamp-drain must reach the job's broker (an embedded broker is private to its container)",
         )
-    from samzamp.systems.kafka import KafkaClientSettings, KafkaSystemAdmin, KafkaSystemProducer
-
-    clients = KafkaClientSettings.of(settings.name, settings.id, s, s.bootstrap_servers, "drain")
-    admin = KafkaSystemAdmin(clients)
-    producer = KafkaSystemProducer(clients)
+    opened = open_system(settings, system, Place(process="drain"))
+    admin = opened.admin()
+    producer = opened.producer()
     return _StreamPlace(
         CoordinatorStreamStore(admin, producer, settings.coordinator_topic, settings.coordinator_replication_factor)
     )

@@ -16,6 +16,7 @@ from samzamp.config.config import Config
 from samzamp.config.keys import ConfigWarning
 from samzamp.config.samza_keys import GLOBAL_STORE_KEYS
 from samzamp.config.standalone import ZkSettings, standalone_warnings, zk_settings
+from samzamp.config.system_kinds import SystemKind, system_kind, system_kind_names
 
 __all__ = [
     "JobSettings",
@@ -34,12 +35,6 @@ _GROUPERS = {
     "GroupBySystemStreamPartition": "GroupBySystemStreamPartition",
     "GroupBySystemStreamPartitionFactory": "GroupBySystemStreamPartition",
     "org.apache.samza.container.grouper.stream.GroupBySystemStreamPartitionFactory": "GroupBySystemStreamPartition",
-}
-_SYSTEM_FACTORIES = {
-    "kafka": "kafka",
-    "org.apache.samza.system.kafka.KafkaSystemFactory": "kafka",
-    "inmemory": "inmemory",
-    "org.apache.samza.system.inmemory.InMemorySystemFactory": "inmemory",
 }
 
 
@@ -72,10 +67,10 @@ class TaskSettings:
 
 @dataclass(frozen=True)
 class SystemSettings:
-    """One system: its factory, serde defaults and client configs."""
+    """One system: its kind (systems.<s>.samza.factory), serde defaults and client configs."""
 
     name: str
-    factory: str
+    kind: SystemKind
     key_serde: str | None
     msg_serde: str | None
     offset_default: str
@@ -87,6 +82,11 @@ class SystemSettings:
     producer: dict[str, Any] = field(repr=False)
     bootstrap_servers: str | None  # resolved from any of _BOOTSTRAP_KEYS; None: the embedded broker
     kafka: dict[str, Any] = field(default_factory=dict, repr=False)  # systems.<s>.kafka.*: every client's
+
+    @property
+    def factory(self) -> str:
+        """The kind's samzamp name (a Samza class name in the config is read as the kind it means)."""
+        return self.kind.name
 
 
 @dataclass(frozen=True)
@@ -192,11 +192,12 @@ class JobSettings:
             )
         if pool_size >= 2:
             for s_name, s_settings in systems.items():
-                if s_settings.factory != "kafka":
+                if not s_settings.kind.shared:
                     raise ConfigError(
                         "job.container.thread.pool.size",
                         f"worker processes (>= 2) need systems they can reach themselves; system {s_name!r} is "
-                        "in-memory (use 0 or 1, or a kafka system)",
+                        f"{s_settings.kind}, in this process only (use 0 or 1, or a "
+                        f"{system_kind_names(lambda k: k.shared)} system)",
                     )
         zk = zk_settings(config)
         if zk is None and config.get_int("job.container.count", 1) != 1:
@@ -217,12 +218,24 @@ class JobSettings:
                 "task.checkpoint.system",
                 f"names system {checkpoint_system!r}, which has no systems.{checkpoint_system}.samza.factory",
             )
+        if not systems[checkpoint_system].kind.checkpoints:
+            raise ConfigError(
+                "task.checkpoint.system",
+                f"names system {checkpoint_system!r}, which is {systems[checkpoint_system].kind} and cannot hold "
+                f"checkpoints; name a {system_kind_names(lambda k: k.checkpoints)} system",
+            )
 
         coordinator_system = config.get_str("job.coordinator.system") or checkpoint_system
         if coordinator_system not in systems:
             raise ConfigError(
                 "job.coordinator.system",
                 f"names system {coordinator_system!r}, which has no systems.{coordinator_system}.samza.factory",
+            )
+        if not systems[coordinator_system].kind.coordinator_stream:
+            raise ConfigError(
+                "job.coordinator.system",
+                f"names system {coordinator_system!r}, which is {systems[coordinator_system].kind} and cannot hold "
+                f"the coordinator stream; name a {system_kind_names(lambda k: k.coordinator_stream)} system",
             )
         for key in sorted(k for k in config if k.startswith("streams.") and k.endswith(".samza.system")):
             # A stream of an unknown system would never be created nor found: refuse the name.
@@ -331,7 +344,7 @@ def _system_names(config: Config) -> list[str]:
         if f"systems.{s}.samza.factory" not in config:
             raise ConfigError(
                 f"systems.{s}.samza.factory",
-                f"system {s!r} is configured but has no factory; set it to kafka or inmemory",
+                f"system {s!r} is configured but has no factory; set it to {system_kind_names()}",
             )
     return names
 
@@ -391,9 +404,11 @@ def _stores(config: Config, systems: dict[str, SystemSettings], default_system: 
                 raise ConfigError(
                     p + "changelog", f"names system {system!r}, which has no systems.{system}.samza.factory"
                 )
-            if systems[system].factory != "kafka":
+            if not systems[system].kind.changelogs:
                 raise ConfigError(
-                    p + "changelog", f"system {system!r} is {systems[system].factory}; changelogs need kafka"
+                    p + "changelog",
+                    f"system {system!r} is {systems[system].kind}; changelogs need "
+                    f"{system_kind_names(lambda k: k.changelogs)}",
                 )
             changelog = SystemStream(system, stream)
         out[name] = StoreSettings(
@@ -409,10 +424,10 @@ def _stores(config: Config, systems: dict[str, SystemSettings], default_system: 
 
 
 def _system(config: Config, s: str) -> SystemSettings:
-    raw = config.require_str(f"systems.{s}.samza.factory", "kafka or inmemory")
-    factory = _SYSTEM_FACTORIES.get(raw)
-    if factory is None:
-        raise ConfigError(f"systems.{s}.samza.factory", f"unknown system factory {raw!r}; use kafka or inmemory")
+    raw = config.require_str(f"systems.{s}.samza.factory", system_kind_names())
+    kind = system_kind(raw)
+    if kind is None:
+        raise ConfigError(f"systems.{s}.samza.factory", f"unknown system factory {raw!r}; use {system_kind_names()}")
     p = f"systems.{s}."
     offset_default = (
         config.get_str(p + "default.stream.samza.offset.default")
@@ -421,7 +436,7 @@ def _system(config: Config, s: str) -> SystemSettings:
     )
     return SystemSettings(
         name=s,
-        factory=factory,
+        kind=kind,
         key_serde=config.get_str(p + "default.stream.samza.key.serde") or config.get_str(p + "samza.key.serde"),
         msg_serde=config.get_str(p + "default.stream.samza.msg.serde") or config.get_str(p + "samza.msg.serde"),
         offset_default=offset_default,

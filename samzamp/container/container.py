@@ -37,7 +37,7 @@ from samzamp.consume.system_consumers import SystemConsumers
 from samzamp.container.run_loop import RunLoop
 from samzamp.container.run_loop_task import RunLoopTask
 from samzamp.container.ssp_gauges import SspGauges
-from samzamp.container.systems import Systems
+from samzamp.container.system_clients import SystemClients
 from samzamp.container.task_instance import TaskInstance
 from samzamp.container.worker_task_proxy import WorkerTaskProxy
 from samzamp.coordinator.grouper import task_order
@@ -66,7 +66,7 @@ class SamzaContainer:
     def __init__(
         self,
         settings: JobSettings,
-        systems: Systems,
+        systems: SystemClients,
         checkpoints: TopicCheckpointManager,
         metrics: MetricsRegistry,
         task_class: type,

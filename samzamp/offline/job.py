@@ -25,6 +25,7 @@ from samzamp.commit.topic_checkpoint import TopicCheckpointManager
 from samzamp.config.config import Config
 from samzamp.config.schema import check_keys
 from samzamp.config.settings import JobSettings
+from samzamp.config.system_kinds import system_kind_names
 from samzamp.coordinator.job_model import JobModel, job_model
 from samzamp.coordinator.metadata_store import CoordinatorStreamStore
 from samzamp.coordinator.passthrough import input_partitions
@@ -80,6 +81,10 @@ class StoreJob:
         return KafkaSystemAdmin(self.source.kafka)
 
 
+def _offline_kinds() -> str:
+    return system_kind_names(lambda k: k.offline)
+
+
 def kafka_clients(settings: JobSettings, system: str, why: str) -> KafkaClientSettings:
     """How the offline job's clients (driver and Spark tasks) reach ``system``."""
     s = settings.systems[system]
@@ -131,9 +136,11 @@ def changelog_source(settings: JobSettings, store: str) -> ChangelogSource:
     if st.changelog is None:
         raise ConfigError(f"stores.{store}.changelog", f"is not set: store {store!r} has no changelog to read")
     system, topic = st.changelog.system, st.changelog.stream
-    if settings.systems[system].factory != "kafka":
+    kind = settings.systems[system].kind
+    if not kind.offline:
         raise ConfigError(
-            f"stores.{store}.changelog", f"system {system!r} is not a kafka system; offline jobs read Kafka changelogs"
+            f"stores.{store}.changelog",
+            f"system {system!r} is {kind}; offline jobs read the changelogs of {_offline_kinds()} systems",
         )
     return ChangelogSource(system, topic, kafka_clients(settings, system, f"read the changelog of store {store!r}"))
 
@@ -144,8 +151,12 @@ def resolve_model(settings: JobSettings, factor: int | None = None) -> tuple[Job
     the history the model implies."""
     admins: dict[str, SystemAdmin] = {}
     for ss in settings.task.inputs:
-        if settings.systems[ss.system].factory != "kafka":
-            raise ConfigError("task.inputs", f"{ss} is not on a kafka system; offline jobs need the job's real inputs")
+        kind = settings.systems[ss.system].kind
+        if not kind.offline:
+            raise ConfigError(
+                "task.inputs",
+                f"{ss} is on a {kind} system; offline jobs need the job's real inputs, on {_offline_kinds()} systems",
+            )
         admin = admins.setdefault(
             ss.system, KafkaSystemAdmin(kafka_clients(settings, ss.system, "find the job's tasks"))
         )
@@ -166,7 +177,7 @@ def resolve_model(settings: JobSettings, factor: int | None = None) -> tuple[Job
 def _task_history(settings: JobSettings) -> TaskHistory:
     """The task history the job's containers recorded (empty if none ran yet), read, never written."""
     system = settings.coordinator_system
-    if settings.systems[system].factory != "kafka":
+    if not settings.systems[system].kind.offline:
         return TaskHistory()
     admin = KafkaSystemAdmin(kafka_clients(settings, system, "read the job's task history"))
     metadata = CoordinatorStreamStore(admin, _NoProducer(), settings.coordinator_topic)
@@ -198,8 +209,12 @@ class _NoProducer:
 
 def read_last_checkpoints(s: JobSettings) -> dict[str, Checkpoint]:
     """The newest checkpoint of every task in the job's checkpoint topic (none if it does not exist)."""
-    if s.systems[s.checkpoint_system].factory != "kafka":
-        raise ConfigError("task.checkpoint.system", f"{s.checkpoint_system!r} is not a kafka system")
+    kind = s.systems[s.checkpoint_system].kind
+    if not kind.offline:
+        raise ConfigError(
+            "task.checkpoint.system",
+            f"{s.checkpoint_system!r} is {kind}; offline jobs read the checkpoints of {_offline_kinds()} systems",
+        )
     admin = KafkaSystemAdmin(kafka_clients(s, s.checkpoint_system, "read the job's checkpoints"))
     if s.checkpoint_topic not in admin.partition_counts([s.checkpoint_topic]):
         return {}

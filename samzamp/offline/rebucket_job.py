@@ -151,7 +151,7 @@ def check_not_running(settings: JobSettings) -> None:
         _check_no_processor(settings)
         return
     system = settings.coordinator_system
-    if settings.systems[system].factory != "kafka":
+    if not settings.systems[system].kind.offline:
         return
     admin = KafkaSystemAdmin(kafka_clients(settings, system, "read the job's coordinator stream"))
     if settings.coordinator_topic not in admin.partition_counts([settings.coordinator_topic]):

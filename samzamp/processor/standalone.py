@@ -18,7 +18,6 @@ from collections.abc import Callable
 
 from samzamp.config.settings import JobSettings
 from samzamp.container.container import SamzaContainer, same_task
-from samzamp.container.systems import Systems
 from samzamp.coordinator.container_grouper import group_by_container_ids
 from samzamp.coordinator.grouper import task_order
 from samzamp.coordinator.job_model import ContainerModel, JobModel
@@ -27,6 +26,7 @@ from samzamp.coordinator.passthrough import PassthroughJobCoordinator
 from samzamp.coordinator.zk.job_coordinator import METRICS_GROUP, ZkJobCoordinator
 from samzamp.coordinator.zk.keys import ZkKeys
 from samzamp.metrics.registry import MetricsRegistry
+from samzamp.processor.systems import Systems
 
 __all__ = ["Standalone"]
 

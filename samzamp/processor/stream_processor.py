@@ -33,7 +33,6 @@ from samzamp.config.settings import JobSettings
 from samzamp.config.validate import load_task_class
 from samzamp.container.container import SamzaContainer
 from samzamp.container.run_loop import RunLoop
-from samzamp.container.systems import Systems
 from samzamp.coordinator.job_model import JobModel
 from samzamp.coordinator.metadata_store import CoordinatorStreamStore
 from samzamp.coordinator.passthrough import PassthroughJobCoordinator
@@ -45,6 +44,7 @@ from samzamp.drain.notification import DRAIN_NAMESPACE, cleanup
 from samzamp.extras import ZOOKEEPER, require
 from samzamp.gc_freeze import freeze_start_up
 from samzamp.metrics.registry import MetricsRegistry
+from samzamp.processor.systems import Systems
 from samzamp.systems.inmemory.system import InMemoryStreams
 
 if TYPE_CHECKING:

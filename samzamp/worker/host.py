@@ -34,6 +34,7 @@ import msgspec
 from samzamp.api.errors import SystemFailureError, TaskError, WorkerError
 from samzamp.config import Config, validate
 from samzamp.config.stream_serdes import StreamSerdes
+from samzamp.config.system_kinds import system_kind_names
 from samzamp.config.validate import load_task_class
 from samzamp.coordinator.job_model import TaskModel
 from samzamp.dispatch.process import frames as f
@@ -43,6 +44,8 @@ from samzamp.ipc import PeerGone, attach_ring
 from samzamp.metrics.registry import MetricsRegistry
 from samzamp.storage.manager import TaskStorage
 from samzamp.systems.base import SystemProducer
+from samzamp.systems.factory import Place
+from samzamp.systems.registry import open_system
 from samzamp.task.coordinator import ReadableCoordinator
 from samzamp.task.runtime import RUN_CHECK, RUN_REQUESTED, TaskRuntime
 from samzamp.task.start import run_sync, start_task
@@ -125,19 +128,22 @@ class Worker:
 
     # -- set-up -------------------------------------------------------------------------------
     def start(self) -> None:
-        from samzamp.systems.kafka import KafkaClientSettings, KafkaSystemProducer
         from samzamp.systems.kafka.changelog import changelog_producers
 
         st = self.settings
+        # The container resolved each system's address (maybe its embedded broker's) for the workers.
+        place = Place(process=f"worker-{self.index}")
         for name, s in st.systems.items():
-            if s.factory != "kafka":
-                msg = f"system {name!r} is in-memory; worker processes can only reach Kafka systems"
+            if not s.kind.shared:
+                msg = (
+                    f"system {name!r} is {s.kind}, in the container's process only; worker processes can only "
+                    f"reach {system_kind_names(lambda k: k.shared)} systems"
+                )
                 raise SystemFailureError(msg)
-            # The container resolved bootstrap.servers (maybe to its embedded broker) for the workers.
-            self.kafka[name] = KafkaClientSettings.of(
-                st.name, st.id, s, str(s.bootstrap_servers), f"worker-{self.index}"
-            )
-            self.producers[name] = KafkaSystemProducer(self.kafka[name])
+            system = open_system(st, name, place)
+            if s.kind.changelogs:
+                self.kafka[name] = system.changelog_clients()
+            self.producers[name] = system.producer()
         self.task_class = load_task_class(st.task.task_class)
         self.changelogs = changelog_producers(st, self.kafka)
 

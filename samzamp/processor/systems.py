@@ -1,8 +1,9 @@
 """The system clients of one processor: admins, producers and consumers, built from the config.
 
 They live as long as the process (the ``StreamProcessor`` starts and stops them) and outlast any one
-job model: a container that applies a new model reuses them. A Kafka system with no
-bootstrap.servers gets the embedded broker (memory only), started on first use.
+job model: a container that applies a new model reuses them. Each system's clients come from the
+factory of its kind (``samzamp.systems.registry``); this process may start what a system with no
+address needs (the Kafka system's embedded broker, memory only), on first use.
 """
 
 from __future__ import annotations
@@ -13,18 +14,15 @@ from typing import TYPE_CHECKING, Any
 from samzamp.api.envelope import SystemStream
 from samzamp.api.errors import ConfigError, SystemFailureError
 from samzamp.config.settings import JobSettings
-from samzamp.extras import EMBEDDED, require
+from samzamp.config.system_kinds import INMEMORY
 from samzamp.systems.base import SystemAdmin, SystemConsumer, SystemProducer
-from samzamp.systems.inmemory.system import (
-    InMemoryStreams,
-    InMemorySystemAdmin,
-    InMemorySystemConsumer,
-    InMemorySystemProducer,
-)
+from samzamp.systems.factory import Place, System
+from samzamp.systems.registry import open_system
 
 if TYPE_CHECKING:
     from samzamp.coordinator.job_model import JobModel
     from samzamp.coordinator.task_history import TaskHistory
+    from samzamp.systems.inmemory.system import InMemoryStreams
     from samzamp.systems.kafka.changelog import ChangelogProducer
     from samzamp.systems.kafka.client_config import KafkaClientSettings
 
@@ -39,51 +37,29 @@ class Systems:
     and closes (and stops the embedded broker)."""
 
     def __init__(self, settings: JobSettings, inmemory: dict[str, InMemoryStreams] | None = None) -> None:
+        """``inmemory``: the in-memory systems' streams, by system (``samzamp.testing`` hands its own in)."""
         self.settings = settings
-        self.inmemory = inmemory if inmemory is not None else {}
-        self.embedded_broker: Any = None
+        self.inmemory: dict[str, InMemoryStreams] = inmemory if inmemory is not None else {}
+        self._place = Place(embedded=True, shared={INMEMORY.name: self.inmemory})
+        self._opened: dict[str, System] = {}  # by name: each system's clients, made by its kind's factory
         self.admins: dict[str, SystemAdmin] = {}
         self.producers: dict[str, SystemProducer] = {}
         self.checkpoint_producer: SystemProducer | None = None
-        self.kafka: dict[str, KafkaClientSettings] = {}  # every client of a Kafka system starts here
+        # The clients of each system that can hold changelogs: the stores read their changelogs with them.
+        self.kafka: dict[str, KafkaClientSettings] = {}
         self._changelog_producers: dict[str, ChangelogProducer] | None = None
-
-    def _kafka_bootstrap(self, system: str) -> str:
-        servers = self.settings.systems[system].bootstrap_servers
-        if servers:
-            return servers
-        if self.embedded_broker is None:
-            from samzamp.systems.kafka.embedded import EmbeddedBroker
-
-            require(EMBEDDED, f", or set systems.{system}.bootstrap.servers to a Kafka cluster's brokers")
-            self.embedded_broker = EmbeddedBroker(die_with_parent=True).start()
-            log.info(
-                "no bootstrap.servers for system %r: started the embedded broker at %s (memory only)",
-                system,
-                self.embedded_broker.bootstrap_servers,
-            )
-            print(f"samzamp: embedded broker at {self.embedded_broker.bootstrap_servers}", flush=True)
-        return str(self.embedded_broker.bootstrap_servers)
 
     def start(self) -> None:
         st = self.settings
         for name, s in st.systems.items():
-            if s.factory == "kafka":
-                from samzamp.systems.kafka import KafkaClientSettings, KafkaSystemAdmin, KafkaSystemProducer
-
-                clients = KafkaClientSettings.of(st.name, st.id, s, self._kafka_bootstrap(name))
-                self.kafka[name] = clients
-                self.admins[name] = KafkaSystemAdmin(clients)
-                self.producers[name] = KafkaSystemProducer(clients)
-                if name == st.checkpoint_system:
-                    # Its own producer, so waiting for a checkpoint never waits for task outputs.
-                    self.checkpoint_producer = KafkaSystemProducer(clients, "checkpoint-producer")
-            else:
-                streams = self.inmemory.setdefault(name, InMemoryStreams())
-                self.admins[name] = InMemorySystemAdmin(streams)
-                self.producers[name] = InMemorySystemProducer(streams)
-                if name == st.checkpoint_system:
-                    self.checkpoint_producer = self.producers[name]
+            system = open_system(st, name, self._place)
+            self._opened[name] = system
+            if s.kind.changelogs:
+                self.kafka[name] = system.changelog_clients()
+            self.admins[name] = system.admin()
+            self.producers[name] = system.producer()
+            if name == st.checkpoint_system:
+                self.checkpoint_producer = system.checkpoint_producer(self.producers[name])
 
     def producer_for_metadata(self, system: str) -> SystemProducer:
         """The producer for writes of the job's own records (checkpoints, coordinator stream)."""
@@ -92,13 +68,7 @@ class Systems:
         return self.producers[system]
 
     def consumer(self, system: str) -> SystemConsumer:
-        s = self.settings.systems[system]
-        if s.factory == "kafka":
-            from samzamp.systems.kafka import KafkaSystemConsumer
-
-            group_id = f"samzamp-{self.settings.name}-{self.settings.id}"
-            return KafkaSystemConsumer(self.kafka[system], group_id)
-        return InMemorySystemConsumer(self.inmemory[system])
+        return self._opened[system].consumer(f"samzamp-{self.settings.name}-{self.settings.id}")
 
     def changelog_producers(self) -> dict[str, ChangelogProducer]:
         """The stores' changelog producers, one per changelog system (made on first use)."""
@@ -109,11 +79,11 @@ class Systems:
         return self._changelog_producers
 
     def worker_config(self) -> dict[str, Any]:
-        """The job's config for worker processes: each Kafka system's resolved brokers (maybe the
-        embedded broker's address) in place of what the config said."""
+        """The job's config for worker processes: each system's address as this process resolved it
+        (a Kafka system's brokers, maybe the embedded broker's) in place of what the config said."""
         config = dict(self.settings.config)
-        for system, clients in self.kafka.items():
-            config[f"systems.{system}.bootstrap.servers"] = clients.bootstrap
+        for system in self._opened.values():
+            config.update(system.address_config())
         return config
 
     # -- streams --------------------------------------------------------------------------------
@@ -188,5 +158,4 @@ class Systems:
                 log.warning("stopping a producer failed: %s", e)
         for a in self.admins.values():
             a.stop()
-        if self.embedded_broker is not None:
-            self.embedded_broker.stop()
+        self._place.stop()
