@@ -40,8 +40,26 @@ thread's share of the slices; with BENCH_LOG_DIR, the container logs are kept th
 Target: pool size 2 at least 1.7x pool size 1 on a 2-core machine (goal 1.9x). The broker, the
 container's loop and its workers all share the machine's cores.
 
+Before and after, in one run: ``--base DIR`` names another checkout of samzamp (a commit to compare
+with), whose extensions are built in place with this checkout's interpreter. From this checkout's root:
+
+    git worktree add --detach /tmp/base main
+    (py=$PWD/.venv/bin/python && cd /tmp/base && $py setup.py --quiet build_ext --inplace)
+    .venv/bin/python bench/cpu_scaling.py --repeat 3 --base /tmp/base
+
+Each pool size then also runs from DIR, "pool N (base)": its bin/samzamp-container and its samzamp
+package, with this interpreter, its libraries and bench/cpu_task.py (bench/noop.py's ``Checkout``),
+as one more configuration in the same turns, right after this tree's pool N (so both meet the same
+phases of the machine); its own job.id, so it starts from no checkpoint of the other's. Before the
+rounds, each checkout's environment must import its own samzamp with both extensions; once each
+container is up, every samzamp extension it and its workers have mapped must be that checkout's
+(/proc/<pid>/maps); else the bench exits. Printed: per round, pool N / pool 1 of each and pool N /
+pool N (base) by cycle; then per pool size both checkouts' rates, ratios to pool 1 and start-up side
+by side with this tree / base, and pool N / pool 1 of both beside the machine's own. ``--variant``
+runs for this tree only.
+
     .venv/bin/python bench/cpu_scaling.py [--messages N] [--repeat R] [--pools 1,2] [--slice S]
-                                          [--variant KEY=VALUE[,KEY=VALUE]]
+                                          [--variant KEY=VALUE[,KEY=VALUE]] [--base DIR]
 """
 
 from __future__ import annotations
@@ -75,13 +93,18 @@ COMMIT_MS = 5000  # task.commit.ms in a container's own running time
 
 
 def job_toml(
-    out_topic: str, pool: int, rep: int, commit_ms: int, input_topic: str = noop.INPUT_TOPIC, factor: int = 1
+    out_topic: str,
+    pool: int,
+    job_id: int | str,
+    commit_ms: int,
+    input_topic: str = noop.INPUT_TOPIC,
+    factor: int = 1,
 ) -> str:
     """The cpu job reading ``input_topic``, with ``pool`` worker processes and elasticity factor ``factor``."""
     return f"""\
 [job]
 name = "bench-cpu-{pool}"
-id = "{rep}"
+id = "{job_id}"
 default.system = "kafka"
 container.thread.pool.size = {pool}
 elasticity.factor = {factor}
@@ -115,41 +138,137 @@ def per_message_us() -> float:
 
 
 class Container(Runner):
-    """A container of the cpu job under test, with job.container.thread.pool.size = ``pool``."""
+    """A container of the cpu job under test, with job.container.thread.pool.size = ``pool``, from
+    ``checkout`` (this one, or --base)."""
 
     def __init__(
-        self, label: str, pool: int, out_topic: str, bs: str, log_dir: Path, sets: tuple[str, ...] = ()
+        self,
+        label: str,
+        pool: int,
+        out_topic: str,
+        bs: str,
+        log_dir: Path,
+        sets: tuple[str, ...] = (),
+        checkout: noop.Checkout = noop.THIS,
     ) -> None:
         super().__init__(label, out_topic, bs, log_dir)
         self.pool = pool
         self.sets = sets
+        self.checkout = checkout
         self.commit_ms = COMMIT_MS
+        self.checked = (0, 0)  # its processes checked to run its checkout's samzamp, of all
+
+
+def out_topic(what: str, rep: int) -> str:
+    """The output topic of round ``rep``'s container ``what``: its pool size and its checkout's tag, or v<variant>."""
+    return f"bench-cpu-out-{what}-{rep}"
 
 
 def start(c: Container, bs: str, rep: int, workdir: Path) -> None:
     """Start ``c``'s container (alone: the others are stopped) and stop it at its first output."""
-    start_container(c, job_toml(c.out_topic, c.pool, rep, c.commit_ms), bs, workdir, c.sets)
+    # Each checkout's containers have their own job.id: with the other's, they would start from its checkpoints.
+    config = job_toml(c.out_topic, c.pool, f"{rep}{c.checkout.tag}", c.commit_ms)
+    c.checked = start_container(c, config, bs, workdir, c.sets, c.checkout)
 
 
 def run_round(
-    bs: str, broker_pid: int | None, pools: list[int], n: int, rep: int, args: argparse.Namespace, workdir: Path
+    bs: str,
+    broker_pid: int | None,
+    pools: list[int],
+    checkouts: list[noop.Checkout],
+    n: int,
+    rep: int,
+    args: argparse.Namespace,
+    workdir: Path,
 ) -> list[Contender]:
-    """Start one container per pool size (and per variant) and the burn references, let them take
-    turns until one container wrote 90% of its outputs, then let the containers finish."""
+    """Start one container per pool size and checkout (and per variant, of this one) and the burn
+    references, let them take turns until one container wrote 90% of its outputs, then let the
+    containers finish. Each pool size's containers of both checkouts take their turns one after the
+    other."""
     log_dir = Path(os.environ.get("BENCH_LOG_DIR") or workdir)
-    containers = [Container(f"pool {p}", p, f"bench-cpu-out-{p}-{rep}", bs, log_dir) for p in pools]
+    containers = [
+        Container(f"pool {p}{k.suffix}", p, out_topic(f"{p}{k.tag}", rep), bs, log_dir, checkout=k)
+        for p in pools
+        for k in checkouts
+    ]
     for i, variant in enumerate(args.variant):
         sets = tuple(variant.split(","))
         label = f"pool {max(pools)} {variant}"
-        containers.append(Container(label, max(pools), f"bench-cpu-out-v{i}-{rep}", bs, log_dir, sets))
+        containers.append(Container(label, max(pools), out_topic(f"v{i}", rep), bs, log_dir, sets))
     for c in containers:
         c.commit_ms = COMMIT_MS * (len(containers) + len(pools))  # and a burn reference per pool size
 
     def launch() -> None:
         for c in containers:
             start(c, bs, rep, workdir)
+        if len(checkouts) > 1:
+            checked = ", ".join(f"{c.label} {c.checked[0]}/{c.checked[1]}" for c in containers)
+            print(f"round {rep + 1}: processes checked to run their checkout's samzamp: {checked}")
 
     return turns_round(containers, launch, pools, n, args, broker_pid, bs, workdir)
+
+
+def round_pairs(pools: list[int], checkouts: list[noop.Checkout], variants: list[str]) -> list[tuple[str, str]]:
+    """The ratios each round reports: each pool size over pool 1 of its checkout, each variant over
+    pool 1, then with --base each pool size of this checkout over the base's."""
+    pairs = [(f"pool {p}{k.suffix}", f"pool 1{k.suffix}") for k in checkouts for p in pools if p != 1]
+    pairs += [(f"pool {max(pools)} {v}", "pool 1") for v in variants]
+    return pairs + [(f"pool {p}", f"pool {p}{k.suffix}") for k in checkouts[1:] for p in pools]
+
+
+def report_base(rounds: list[dict[str, Contender]], pools: list[int], suffix: str) -> None:
+    """With --base: per pool size, the rate, the ratio to pool 1 and the start-up of this checkout and
+    of the base's side by side, and this over base (each ratio the median of the rounds'); then
+    pool N / pool 1 of both beside the machine's own (burn xN / burn x1)."""
+    reps = len(rounds)
+
+    def median(label: str, attr: str) -> float:
+        return median_of(rounds, label, attr)
+
+    def columns(label: str, one: str) -> str:
+        ratio = statistics.median(ratios(rounds, label, one))
+        return f"{median(label, 'rate'):>10,.0f}{ratio:>10.2f}{median(label, 'startup_s'):>7.2f}s"
+
+    print()
+    title = "cpu job, " + (f"median of {reps}" if reps > 1 else "1 round")
+    print(f"{'':<34}{'this tree':^28}  {'base':^28}")
+    print(
+        f"{title:<34}{'msg/s':>10}{'x pool 1':>10}{'start':>8}  {'msg/s':>10}{'x pool 1':>10}{'start':>8}{'this/base':>11}"
+    )
+    for label in rounds[0]:
+        if not label.startswith("pool") or label.endswith(suffix):
+            continue
+        line = f"{label:<34}{columns(label, 'pool 1')}"
+        if label + suffix in rounds[0]:
+            over_base = statistics.median(ratios(rounds, label, label + suffix))
+            line += f"  {columns(label + suffix, 'pool 1' + suffix)}{over_base:>11.2f}"
+        print(line)
+    print()
+    for p in pools:
+        if p == 1:
+            continue
+        scaling = ratios(rounds, f"pool {p}", "pool 1")
+        base_scaling = ratios(rounds, f"pool {p}{suffix}", f"pool 1{suffix}")
+        ceilings = ratios(rounds, f"burn x{p}", "burn x1")
+        if reps > 1:
+            print(f"pool {p} / pool 1 by round: this tree {by_round(scaling)}; base {by_round(base_scaling)}")
+            print(f"the machine's own {p} / 1 by round: {by_round(ceilings)}")
+        print(f"the machine's own scaling (burn x{p} / burn x1, in the same slices): {statistics.median(ceilings):.2f}")
+        efficiency = [
+            statistics.median(r / c for r, c in zip(x, ceilings, strict=True)) for x in (scaling, base_scaling)
+        ]
+        print(
+            f"samzamp's efficiency (pool {p} / pool 1 over the machine's own, by round): "
+            f"this tree {efficiency[0]:.2f}, base {efficiency[1]:.2f}"
+        )
+        target = f" (target >= {TARGET})" if p == 2 else ""
+        print(f"cpu scaling pool {p} / pool 1: {statistics.median(scaling):.2f}{target}")
+        print(f"cpu scaling pool {p} / pool 1, base: {statistics.median(base_scaling):.2f}")
+    this_base = {p: ratios(rounds, f"pool {p}", f"pool {p}{suffix}") for p in pools}
+    if reps > 1:
+        print("this tree / base by round: " + "; ".join(f"pool {p} {by_round(x)}" for p, x in this_base.items()))
+    medians = ", ".join(f"pool {p} {statistics.median(x):.2f}" for p, x in this_base.items())
+    print(f"cpu this tree / base: {medians} (medians of the rounds')")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -171,6 +290,11 @@ def main(argv: list[str] | None = None) -> int:
         metavar="KEY=VALUE[,KEY=VALUE]",
         help="also run the largest pool size with these overrides, in the same turns (an A/B of settings)",
     )
+    ap.add_argument(
+        "--base",
+        metavar="DIR",
+        help="also run each pool size from the samzamp checkout in DIR, in the same turns (before and after)",
+    )
     args = ap.parse_args(argv)
     if not 0 <= args.settle < args.slice - 3 * SAMPLE_S:
         ap.error("--settle must leave at least 3 samples of each slice")
@@ -180,31 +304,34 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--pools must include 1 (the baseline)")
     n, reps = args.messages, args.repeat
     noop.set_fetch_queue_backoff(10)
+    checkouts = [noop.THIS] + ([noop.base_checkout(ap, args.base)] if args.base else [])
+    noop.print_checkouts(checkouts)
 
     broker = EmbeddedBroker(die_with_parent=True).start()
     rounds: list[dict[str, Contender]] = []
     try:
         bs = broker.bootstrap_servers
         broker_pid = broker.process.pid if broker.process is not None else None
-        outs = [
-            f"bench-cpu-out-{p}-{r}"
-            for p in [*pools, *(f"v{i}" for i in range(len(args.variant)))]
-            for r in range(reps)
-        ]
-        noop.create_topics(bs, [noop.INPUT_TOPIC, *outs])
+        names = [f"{p}{k.tag}" for p in pools for k in checkouts] + [f"v{i}" for i in range(len(args.variant))]
+        noop.create_topics(bs, [noop.INPUT_TOPIC, *(out_topic(x, r) for x in names for r in range(reps))])
         avg = noop.produce_input(bs, n)
         print(
             f"broker {bs} (tansu); input: {n} messages, {noop.PARTITIONS} partitions, {avg:.0f} B values; "
             f"cpus: {cores}; task: {ITERATIONS} loop iterations = {per_message_us():.1f} µs a message here; "
             f"slices of {args.slice:g} s, the first {args.settle:g} s not measured"
         )
+        pairs = round_pairs(pools, checkouts, args.variant)
         with tempfile.TemporaryDirectory(prefix="samzamp-bench-cpu-") as tmp:
             for r in range(reps):
-                res = {c.label: c for c in run_round(bs, broker_pid, pools, n, r, args, Path(tmp))}
+                res = {c.label: c for c in run_round(bs, broker_pid, pools, checkouts, n, r, args, Path(tmp))}
                 rounds.append(res)
-                report_round(res, f"round {r + 1}/{reps}", "pool 1")
+                report_round(res, f"round {r + 1}/{reps}", "pool 1", pairs)
     finally:
         broker.stop()
+
+    if len(checkouts) > 1:
+        report_base(rounds, pools, checkouts[1].suffix)
+        return 0
 
     def median(label: str, attr: str) -> float:
         return median_of(rounds, label, attr)

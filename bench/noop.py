@@ -31,7 +31,23 @@ With BENCH_PYSPY=/tmp/prefix set, py-spy records the container (/tmp/prefix-<rou
 With BENCH_LOG_DIR=/some/dir set, the container logs are kept there (container-<output topic>.log);
 add ``--set metrics.log.interval.ms=500`` to see its metrics while it runs.
 
-    .venv/bin/python bench/noop.py [--messages N] [--repeat R] [--fetch-queue-backoff-ms MS]
+Before and after, in one run: ``--base DIR`` names another checkout of samzamp (a commit to compare
+with), whose extensions are built in place with this checkout's interpreter. From this checkout's root:
+
+    git worktree add --detach /tmp/base main
+    (py=$PWD/.venv/bin/python && cd /tmp/base && $py setup.py --quiet build_ext --inplace)
+    .venv/bin/python bench/noop.py --repeat 5 --base /tmp/base
+
+Each round then runs the plain loop, this tree's container and DIR's, the two containers in turns
+that swap every round. DIR's is its bin/samzamp-container and its samzamp package, with this
+interpreter, its libraries and bench/noop_task.py (``Checkout``: DIR first on PYTHONPATH, the
+container started outside any checkout). Before the rounds, each checkout's environment must import
+its own samzamp with both extensions; in each run, every samzamp extension the container and its
+workers have mapped must be that checkout's (/proc/<pid>/maps); else the bench exits. Printed: both
+containers' medians side by side, each one's samzamp/plain, and this tree / base round by round and
+its median (within a round the plain loop divides out of it).
+
+    .venv/bin/python bench/noop.py [--messages N] [--repeat R] [--fetch-queue-backoff-ms MS] [--base DIR]
 """
 
 from __future__ import annotations
@@ -45,6 +61,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -79,6 +96,109 @@ CONSUMER_CONF = {
     "fetch.wait.max.ms": 50,
     "queued.max.messages.kbytes": 16384,
 }
+
+
+@dataclass(frozen=True)
+class Checkout:
+    """A checkout of samzamp whose container a bench runs: its ``bin/samzamp-container`` and its
+    ``samzamp`` package, with this interpreter (``sys.executable``: this checkout's venv, whose
+    dependencies both share) and this checkout's bench/ (the same task code for both).
+
+    Its root goes first on PYTHONPATH, ahead of the venv's editable install (whose import hook comes
+    after every sys.path entry), and the container runs in a scratch directory: ``python -m`` puts the
+    working directory first on sys.path, so started from a checkout it would run that checkout's
+    package. Workers inherit both, and get the container's sys.path besides."""
+
+    root: Path
+    suffix: str = ""  # appended to its contenders' labels: "" for this checkout, " (base)" for --base
+
+    @property
+    def tag(self) -> str:
+        """In its file and topic names: "" for this checkout, "-base" for --base."""
+        return "-base" if self.suffix else ""
+
+    @property
+    def package(self) -> Path:
+        return self.root / "samzamp"
+
+    @property
+    def container_bin(self) -> Path:
+        return self.root / "bin" / "samzamp-container"
+
+    def env(self, out_topic: str) -> dict[str, str]:
+        """The environment of its container: its root, then bench/, on PYTHONPATH; this interpreter
+        (bin/samzamp-container's PYTHON); the output topic in BENCH_NOOP_OUTPUT."""
+        env = dict(os.environ)
+        paths = (str(self.root), str(BENCH_DIR), env.get("PYTHONPATH", ""))
+        env["PYTHONPATH"] = os.pathsep.join(x for x in paths if x)
+        env["PYTHON"] = sys.executable
+        env["BENCH_NOOP_OUTPUT"] = out_topic
+        return env
+
+    def describe(self) -> str:
+        """Its root and commit, and whether tracked files differ from the commit."""
+
+        def git(*args: str) -> str:
+            r = subprocess.run(["git", "-C", str(self.root), *args], capture_output=True, text=True, check=False)
+            return r.stdout.strip() if r.returncode == 0 else ""
+
+        commit = git("rev-parse", "--short", "HEAD")
+        if not commit:
+            return f"{self.root} (not a git checkout)"
+        dirty = ", uncommitted changes" if git("status", "--porcelain", "--untracked-files=no") else ""
+        return f"{self.root} (at {commit}{dirty})"
+
+    def check_imports(self, scratch: Path) -> None:
+        """Exit unless its container's environment (run in ``scratch``) imports its own samzamp, with
+        both extensions built (``python setup.py build_ext --inplace`` in its root builds them)."""
+        code = "import samzamp, samzamp._ring, samzamp._keyhash as k; print(samzamp.__file__); print(k.__file__)"
+        r = subprocess.run(
+            [sys.executable, "-c", code], env=self.env(""), cwd=scratch, capture_output=True, text=True, check=False
+        )
+        if r.returncode != 0:
+            why = (r.stderr.strip().splitlines() or [f"exit {r.returncode}"])[-1]
+        else:
+            files = [Path(x).resolve() for x in r.stdout.split()]
+            wrong = [f for f in files if self.package.resolve() not in f.parents]
+            if not wrong:
+                return
+            why = f"it imports {', '.join(map(str, wrong))}"
+        raise SystemExit(
+            f"{self.root}: its container would not run its samzamp ({why}); if its extensions are not "
+            f"built: cd {self.root} && {sys.executable} setup.py build_ext --inplace"
+        )
+
+    def check_running(self, pid: int) -> tuple[int, int]:
+        """Exit if process ``pid`` (a container) or one of its descendants (its workers) has a samzamp
+        extension mapped (/proc/<pid>/maps) from anywhere but this checkout: what shows, from outside,
+        which package a process imported. Returns (processes with one mapped, which are all this
+        checkout's; processes in all)."""
+        own = self.package.resolve()
+        try:
+            pids = [pid, *(k.pid for k in psutil.Process(pid).children(recursive=True))]
+        except psutil.Error:
+            pids = [pid]
+        checked = 0
+        for p in pids:
+            mapped = samzamp_extensions(p)
+            for so in mapped:
+                if so.parent != own:
+                    raise SystemExit(f"process {p} (of container {pid}) runs {so}, not {self.root}'s samzamp")
+            checked += bool(mapped)
+        return checked, len(pids)
+
+
+def samzamp_extensions(pid: int) -> set[Path]:
+    """The samzamp extension modules (``samzamp/_*.so``) that process ``pid`` has mapped."""
+    try:
+        lines = Path(f"/proc/{pid}/maps").read_text().splitlines()
+    except OSError:
+        return set()
+    paths = {Path(fields[5]) for fields in (line.split(maxsplit=5) for line in lines) if len(fields) == 6}
+    return {p for p in paths if p.parent.name == "samzamp" and p.name.startswith("_") and p.suffix == ".so"}
+
+
+THIS = Checkout(BENCH_DIR.parent)
 
 
 def steady_rate(samples: list[tuple[float, int]]) -> float:
@@ -119,6 +239,7 @@ class SamzampResult:
     sampler_cpu: float  # likewise for this process, which samples the output (OutputWatch)
     shutdown_s: float  # SIGTERM -> exit
     outputs: int  # every output seen, including any after the target count
+    checked: tuple[int, int]  # processes whose samzamp is checked to be the checkout's, of all (check_running)
 
 
 def cpu_seconds(pid: int | None = None) -> float:
@@ -321,11 +442,11 @@ def extra_sets() -> list[str]:
     return [] if ms is None else ["--set", f"systems.kafka.consumer.fetch.queue.backoff.ms={ms}"]
 
 
-def job_toml(out_topic: str, rep: int) -> str:
+def job_toml(out_topic: str, job_id: int | str) -> str:
     return f"""\
 [job]
 name = "bench-noop"
-id = "{rep}"
+id = "{job_id}"
 default.system = "kafka"
 
 [task]
@@ -387,16 +508,16 @@ class OutputWatch:
         del self._admin
 
 
-def attach_profiler(pid: int, rep: int) -> subprocess.Popen[bytes] | None:
+def attach_profiler(pid: int, rep: int, tag: str = "") -> subprocess.Popen[bytes] | None:
     """With BENCH_PYSPY=<file prefix>, record the container and its workers with py-spy (speedscope JSON, one
-    file a round)."""
+    file a round, ``<prefix>-<round><tag>``)."""
     prefix = os.environ.get("BENCH_PYSPY")
     if not prefix:
         return None
     exe = shutil.which("py-spy", path=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]))
     if exe is None:
         raise SystemExit("BENCH_PYSPY is set but py-spy is not installed (pip install py-spy)")
-    out = f"{prefix}-{rep}.speedscope.json"
+    out = f"{prefix}-{rep}{tag}.speedscope.json"
     print(f"  py-spy recording the container (pid {pid}) to {out}")
     cmd = [
         exe,
@@ -424,14 +545,14 @@ def run_samzamp(
     broker_pid: int | None,
     config: str | None = None,
     overrides: tuple[str, ...] = (),
+    checkout: Checkout = THIS,
 ) -> SamzampResult:
-    """Run one container of the job (``config``, default the no-op job) until ``n`` outputs are seen."""
+    """Run one container of the job (``config``, default the no-op job) from ``checkout`` until ``n``
+    outputs are seen."""
     toml_path = workdir / f"job-{out_topic}.toml"
-    toml_path.write_text(config if config is not None else job_toml(out_topic, rep))
+    # Its own job.id: with the other checkout's, it would start from that one's checkpoint.
+    toml_path.write_text(config if config is not None else job_toml(out_topic, f"{rep}{checkout.tag}"))
     log_path = Path(os.environ.get("BENCH_LOG_DIR") or workdir) / f"container-{out_topic}.log"
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(x for x in (str(BENCH_DIR), env.get("PYTHONPATH", "")) if x)
-    env["BENCH_NOOP_OUTPUT"] = out_topic
 
     watch = OutputWatch(bootstrap, out_topic)
     count = 0
@@ -442,7 +563,7 @@ def run_samzamp(
         t0 = time.perf_counter()
         proc = subprocess.Popen(
             [
-                str(CONTAINER_BIN),
+                str(checkout.container_bin),
                 str(toml_path),
                 "--set",
                 f"systems.kafka.bootstrap.servers={bootstrap}",
@@ -452,9 +573,10 @@ def run_samzamp(
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
-            env=env,
+            env=checkout.env(out_topic),
+            cwd=workdir,  # not a checkout: see Checkout
         )
-        profiler = attach_profiler(proc.pid, rep)
+        profiler = attach_profiler(proc.pid, rep, checkout.tag)
         try:
             deadline = time.monotonic() + 600
             # Sample until 90% is written, or until the count stops moving for a second (on
@@ -476,6 +598,7 @@ def run_samzamp(
                 t_last = now
                 samples.append((now, seen))
             cpu1, bcpu1, scpu1 = tree_cpu_seconds(proc.pid), cpu_seconds(broker_pid), cpu_seconds()
+            checked = checkout.check_running(proc.pid)  # its workers still run
             assert t_first is not None  # the loop ran until outputs came
             assert t_last is not None
             threads.report(t_last - t_first)
@@ -525,7 +648,65 @@ def run_samzamp(
         (scpu1 - scpu0) / wall,
         shutdown_s,
         count,
+        checked,
     )
+
+
+def base_checkout(ap: argparse.ArgumentParser, path: str) -> Checkout:
+    """The checkout of ``--base``: a directory with bin/samzamp-container and a samzamp package."""
+    base = Checkout(Path(path).resolve(), " (base)")
+    if not base.container_bin.is_file() or not (base.package / "__init__.py").is_file():
+        ap.error(f"--base {path}: no bin/samzamp-container and samzamp package there")
+    return base
+
+
+def print_checkouts(checkouts: list[Checkout]) -> None:
+    """Check that each checkout's container would import its own samzamp, and say which commits run."""
+    with tempfile.TemporaryDirectory(prefix="bench-checkout-") as scratch:
+        for c in checkouts:
+            c.check_imports(Path(scratch))
+    if len(checkouts) > 1:
+        print(
+            "; ".join(f"{'base' if c.suffix else 'this tree'}: {c.describe()}" for c in checkouts)
+            + " (each container's and workers' samzamp is checked by the extensions they map)"
+        )
+
+
+def report_base(plains: list[PlainResult], this: list[SamzampResult], base: list[SamzampResult], label: str) -> None:
+    """With --base: the medians of both checkouts side by side, each one's samzamp/plain, and this
+    tree's rate over the base's round by round (within a round the plain loop divides out of it)."""
+    plain_rate = statistics.median(p.rate for p in plains)
+
+    def med(rs: list[SamzampResult], attr: str) -> float:
+        return float(statistics.median(getattr(r, attr) for r in rs))
+
+    def row(what: str, f: Callable[[list[SamzampResult]], str]) -> None:
+        print(f"{what:<28} {f(this):>10} {f(base):>10}")
+
+    print()
+    print(f"{'no-op, ' + label:<28} {'this tree':>10} {'base':>10}")
+    print(f"{'plain confluent-kafka msg/s':<28} {plain_rate:>10,.0f}")
+    row("samzamp container msg/s", lambda rs: f"{med(rs, 'rate'):,.0f}")
+    row("samzamp/plain", lambda rs: f"{med(rs, 'rate') / plain_rate:.2f}")
+    row("samzamp container CPU", lambda rs: f"{med(rs, 'cpu'):.0%}")
+    row("samzamp start -> first out", lambda rs: f"{med(rs, 'startup_s'):.2f}s")
+    row("samzamp SIGTERM -> exit", lambda rs: f"{med(rs, 'shutdown_s'):.2f}s")
+    print(f"{'fetch.queue.backoff.ms':<28} {backoff_shown()}")
+    print()
+    for name, rs in (("this tree", this), ("base", base)):
+        by_round = [r.rate / p.rate for r, p in zip(rs, plains, strict=True)]
+        print(f"samzamp/plain by round, {name}: {', '.join(f'{x:.2f}' for x in by_round)}")
+    this_base = [t.rate / b.rate for t, b in zip(this, base, strict=True)]
+    print(f"this tree / base by round: {', '.join(f'{x:.2f}' for x in this_base)}")
+    print()
+    print(f"noop ratio samzamp/plain: {med(this, 'rate') / plain_rate:.2f} (target >= {TARGET})")
+    print(f"noop ratio samzamp/plain, base: {med(base, 'rate') / plain_rate:.2f}")
+    print(f"noop this tree / base: {statistics.median(this_base):.2f} (median of the rounds')")
+
+
+def backoff_shown() -> str:
+    backoff = CONSUMER_CONF.get("fetch.queue.backoff.ms")
+    return "1000 ms (librdkafka default)" if backoff is None else f"{backoff} ms (both sides)"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -547,20 +728,29 @@ def main(argv: list[str] | None = None) -> int:
         metavar="KEY=VALUE",
         help="a config override for the samzamp container (repeatable), e.g. task.consumer.batch.size=1",
     )
+    ap.add_argument(
+        "--base",
+        metavar="DIR",
+        help="also run the container of the samzamp checkout in DIR each round, after this tree's or before",
+    )
     args = ap.parse_args(argv)
     EXTRA_SETS.extend(args.set)
     set_fetch_queue_backoff(args.fetch_queue_backoff_ms)
     n, reps = args.messages, args.repeat
     if n < 2 or reps < 1:
         ap.error("--messages must be >= 2 and --repeat >= 1")
+    checkouts = [THIS] + ([base_checkout(ap, args.base)] if args.base else [])
+    width = max(len(f"samzamp{c.suffix}") for c in checkouts)
+
+    print_checkouts(checkouts)
 
     broker = EmbeddedBroker(die_with_parent=True).start()
     try:
         bs = broker.bootstrap_servers
         broker_pid = broker.process.pid if broker.process is not None else None
         plain_outs = [f"bench-noop-plain-out-{r}" for r in range(reps)]
-        samzamp_outs = [f"bench-noop-samzamp-out-{r}" for r in range(reps)]
-        create_topics(bs, [INPUT_TOPIC, *plain_outs, *samzamp_outs])
+        outs = {c: [f"bench-noop-samzamp{c.tag}-out-{r}" for r in range(reps)] for c in checkouts}
+        create_topics(bs, [INPUT_TOPIC, *plain_outs, *(t for ts in outs.values() for t in ts)])
         t = time.perf_counter()
         avg = produce_input(bs, n)
         print(
@@ -569,7 +759,7 @@ def main(argv: list[str] | None = None) -> int:
         )
 
         plains: list[PlainResult] = []
-        sams: list[SamzampResult] = []
+        sams: dict[Checkout, list[SamzampResult]] = {c: [] for c in checkouts}
         with tempfile.TemporaryDirectory(prefix="bench-noop-") as tmp:
             for r in range(reps):
                 pr = run_plain(bs, plain_outs[r], n, r, broker_pid)
@@ -578,29 +768,37 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"  warning: plain output has {delivered} messages, expected {n}")
                 plains.append(pr)
                 print(
-                    f"round {r + 1}/{reps}  plain   {pr.rate:>9,.0f} msg/s  ({pr.messages} in {pr.seconds:.2f} s; "
+                    f"round {r + 1}/{reps}  {'plain':<{width}} {pr.rate:>9,.0f} msg/s  ({pr.messages} in {pr.seconds:.2f} s; "
                     f"cpu: loop {pr.cpu:.0%}, broker {pr.broker_cpu:.0%})"
                 )
 
-                sr = run_samzamp(bs, samzamp_outs[r], n, r, Path(tmp), broker_pid)
-                sams.append(sr)
-                extra = f", {sr.outputs - n} extra outputs" if sr.outputs != n else ""
-                print(
-                    f"round {r + 1}/{reps}  samzamp {sr.rate:>9,.0f} msg/s  (first output -> 90% written {sr.seconds:.2f} s; "
-                    f"cpu: container {sr.cpu:.0%}, broker {sr.broker_cpu:.0%}, sampler {sr.sampler_cpu:.0%}; start -> first output {sr.startup_s:.2f} s, "
-                    f"SIGTERM -> exit 0 in {sr.shutdown_s:.2f} s{extra})"
-                )
+                # With --base, the two checkouts swap places each round, so that neither always runs
+                # right after the plain loop.
+                for c in checkouts if r % 2 == 0 else checkouts[::-1]:
+                    sr = run_samzamp(bs, outs[c][r], n, r, Path(tmp), broker_pid, checkout=c)
+                    sams[c].append(sr)
+                    extra = f", {sr.outputs - n} extra outputs" if sr.outputs != n else ""
+                    if len(checkouts) > 1:
+                        extra += f"; samzamp checked in {sr.checked[0]}/{sr.checked[1]} processes"
+                    print(
+                        f"round {r + 1}/{reps}  {'samzamp' + c.suffix:<{width}} {sr.rate:>9,.0f} msg/s  (first output -> 90% written {sr.seconds:.2f} s; "
+                        f"cpu: container {sr.cpu:.0%}, broker {sr.broker_cpu:.0%}, sampler {sr.sampler_cpu:.0%}; start -> first output {sr.startup_s:.2f} s, "
+                        f"SIGTERM -> exit 0 in {sr.shutdown_s:.2f} s{extra})"
+                    )
     finally:
         broker.stop()
 
-    plain_rate = statistics.median(p.rate for p in plains)
-    sam_rate = statistics.median(s.rate for s in sams)
-    startup = statistics.median(s.startup_s for s in sams)
-    shutdown = statistics.median(s.shutdown_s for s in sams)
-    plain_cpu = statistics.median(p.cpu for p in plains)
-    sam_cpu = statistics.median(s.cpu for s in sams)
-    ratio = sam_rate / plain_rate
     label = "median of " + str(reps) if reps > 1 else "1 run"
+    if len(checkouts) > 1:
+        report_base(plains, sams[THIS], sams[checkouts[1]], label)
+        return 0
+    plain_rate = statistics.median(p.rate for p in plains)
+    sam_rate = statistics.median(s.rate for s in sams[THIS])
+    startup = statistics.median(s.startup_s for s in sams[THIS])
+    shutdown = statistics.median(s.shutdown_s for s in sams[THIS])
+    plain_cpu = statistics.median(p.cpu for p in plains)
+    sam_cpu = statistics.median(s.cpu for s in sams[THIS])
+    ratio = sam_rate / plain_rate
     print()
     print(f"{'no-op, ' + label:<28} {'msg/s':>10}")
     print(f"{'plain confluent-kafka':<28} {plain_rate:>10,.0f}")
@@ -609,9 +807,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'samzamp container CPU':<28} {sam_cpu:>10.0%}")
     print(f"{'samzamp start -> first out':<28} {startup:>9.2f}s")
     print(f"{'samzamp SIGTERM -> exit':<28} {shutdown:>9.2f}s")
-    backoff = CONSUMER_CONF.get("fetch.queue.backoff.ms")
-    shown = "1000 ms (librdkafka default)" if backoff is None else f"{backoff} ms (both sides)"
-    print(f"{'fetch.queue.backoff.ms':<28} {shown}")
+    print(f"{'fetch.queue.backoff.ms':<28} {backoff_shown()}")
     print()
     print(f"noop ratio samzamp/plain: {ratio:.2f} (target >= {TARGET})")
     return 0

@@ -13,7 +13,8 @@ measurements behind this and how a slice is measured.
 - ``Runner``: a process under test that writes one output per input to its own output topic. While
   the turns go on, its progress is sampled on the broker (noop.OutputWatch); its rate is counted after
   the round, from its outputs' CreateTimes (``Runner.finish``). ``start_container`` runs
-  ``bin/samzamp-container`` as one (``container_args``: its command line).
+  ``bin/samzamp-container`` as one (``container_args``: its command line), of this checkout or of
+  another (``noop.Checkout``: a bench's ``--base``).
 - ``take_turns`` lets the contenders run slice by slice until some runner is near its end;
   ``run_to_end`` then lets every runner finish, checks every output is written and that each exits 0.
 """
@@ -147,13 +148,19 @@ class Runner:
         self.watch = noop.OutputWatch(bs, out_topic, partitions)
         self.contender = Contender(label, self.watch.count)
 
-    def start(self, args: Sequence[str], env: dict[str, str]) -> None:
+    def start(self, args: Sequence[str], env: dict[str, str], cwd: Path | None = None) -> None:
         """Start the process (alone: the others are stopped) in its own process group, and stop it
         at its first output."""
         with open(self.log_path, "wb") as log:
             t0 = time.perf_counter()
             self.proc = subprocess.Popen(
-                args, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
+                args,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                cwd=cwd,
+                start_new_session=True,
             )
         self.contender.pgids = [self.proc.pid]  # it leads a group with its workers
         deadline = time.monotonic() + 120
@@ -218,18 +225,26 @@ def bench_env(out_topic: str) -> dict[str, str]:
     return env
 
 
-def start_container(r: Runner, config: str, bs: str, workdir: Path, sets: Sequence[str] = ()) -> None:
-    """Start ``bin/samzamp-container`` with the job ``config`` (TOML) as ``r``, with noop's consumer
-    settings and --set overrides and then ``sets``, and stop it at its first output."""
+def start_container(
+    r: Runner, config: str, bs: str, workdir: Path, sets: Sequence[str] = (), checkout: noop.Checkout = noop.THIS
+) -> tuple[int, int]:
+    """Start ``checkout``'s ``bin/samzamp-container`` with the job ``config`` (TOML) as ``r``, with noop's
+    consumer settings and --set overrides and then ``sets``, and stop it at its first output. Returns
+    how many of its processes (container and workers) are checked to run ``checkout``'s samzamp, of
+    how many (``noop.Checkout.check_running``; it exits on one that does not)."""
     toml_path = workdir / f"job-{r.out_topic}.toml"
     toml_path.write_text(config)
-    r.start(container_args(toml_path, bs, sets), bench_env(r.out_topic))
+    r.start(container_args(toml_path, bs, sets, checkout), checkout.env(r.out_topic), cwd=workdir)
+    assert r.proc is not None
+    return checkout.check_running(r.proc.pid)
 
 
-def container_args(toml_path: Path, bs: str, sets: Sequence[str] = ()) -> list[str]:
-    """The command line of ``bin/samzamp-container`` with the job ``toml_path`` on broker ``bs``, noop's
-    consumer settings and --set overrides, and then ``sets``."""
-    args = [str(noop.CONTAINER_BIN), str(toml_path), "--set", f"systems.kafka.bootstrap.servers={bs}"]
+def container_args(
+    toml_path: Path, bs: str, sets: Sequence[str] = (), checkout: noop.Checkout = noop.THIS
+) -> list[str]:
+    """The command line of ``checkout``'s ``bin/samzamp-container`` with the job ``toml_path`` on broker
+    ``bs``, noop's consumer settings and --set overrides, and then ``sets``."""
+    args = [str(checkout.container_bin), str(toml_path), "--set", f"systems.kafka.bootstrap.servers={bs}"]
     return args + noop.extra_sets() + [a for kv in (*noop.EXTRA_SETS, *sets) for a in ("--set", kv)]
 
 
@@ -370,9 +385,9 @@ def by_cycle(res: dict[str, Contender], a: str, b: str) -> str:
     return f"{y.rate / x.rate:.2f}; by cycle {', '.join(f'{r:.2f}' for r in cycles)}"
 
 
-def report_round(res: dict[str, Contender], title: str, base: str) -> None:
-    """One line per contender (rate, slices, CPU), then each runner's rate over ``base``'s and
-    burn x2 / burn x1, each with its per-cycle ratios."""
+def report_round(res: dict[str, Contender], title: str, base: str, pairs: Sequence[tuple[str, str]] = ()) -> None:
+    """One line per contender (rate, slices, CPU), then each runner's rate over ``base``'s (or, given
+    ``pairs``, each pair's first over its second) and burn x2 / burn x1, each with its per-cycle ratios."""
     width = max(8, *(len(label) for label in res))
     for label, c in res.items():
         burn = label.startswith("burn")
@@ -387,7 +402,7 @@ def report_round(res: dict[str, Contender], title: str, base: str) -> None:
             flush=True,
         )
     report_threads(res)
-    for label in res:
-        if not label.startswith("burn") and label != base:
-            print(f"{title}  {label} / {base}: {by_cycle(res, base, label)}")
+    pairs = pairs or [(label, base) for label in res if not label.startswith("burn") and label != base]
+    for a, b in pairs:
+        print(f"{title}  {a} / {b}: {by_cycle(res, b, a)}")
     print(f"{title}  burn x2 / burn x1: {by_cycle(res, 'burn x1', 'burn x2')}", flush=True)
