@@ -8,15 +8,9 @@ loop only ever *tries* to take makes sure one of them polls at a time. Raw messa
 deques (append by the poller; popleft on the loop thread, which puts a control marker it popped
 back with appendleft: each atomic in CPython, and a marker is always the last thing appended).
 
-Back-pressure: no poll while the buffers hold task.fetch.threshold messages or more; the consumer's
-own bounded prefetch then stops fetching too. Pausing an SSP is kept for the case where that would
-starve one: when some SSP has been dry for a poll interval (task.poll.interval.ms) while the buffers
-are full, the SSPs holding more than their share of the threshold are paused (until they drain to
-half of it), their buffers stop counting, and the poll goes on for the rest. So the buffers hold at
-most about twice the threshold. Pausing is the last resort because librdkafka drops what it
-prefetched for a paused partition and fetches it again on resume (librdkafka issue 5343): pausing
-whenever an SSP passed its share cost the no-op benchmark about a tenth of its throughput in
-refetches and idle waits.
+Back-pressure (``samzamp.consume.backpressure`` decides, the poller does what it says): no poll
+while the buffers hold task.fetch.threshold messages or more, and partitions paused only when that
+would starve one.
 
 Only the thread that polls calls into a consumer once fetching started: confluent-kafka (2.x) lets
 one thread at a time into a client, and a second caller waits, retrying now and then, while the
@@ -40,9 +34,7 @@ the serialized key before anything is decoded (``split_by_key_bucket``); on a br
 every message to every task's lane; control markers to every lane. The partition is read from the
 lowest position any of its lanes needs, and each lane skips what is at or below its own start (a
 virtual task whose checkpoint is ahead of its siblings'). A lane that joins a partition read already
-from further on rewinds it, and the other lanes skip what they had. Back-pressure counts and pauses
-partitions, the unit a consumer fetches: one slow lane holds back its partition's siblings (they
-share one position, as in Samza), never the buffers' bound.
+from further on rewinds it, and the other lanes skip what they had.
 
 Control markers (``samzamp.systems.base``) travel in the buffers as raw messages with a negative
 offset, in order with the data: ``END_OF_STREAM`` (a bounded partition ended), and on a drain
@@ -66,6 +58,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 
 from samzamp.api.envelope import SystemStreamPartition
+from samzamp.consume.backpressure import POLL, Backpressure, Decision
 from samzamp.consume.chooser import MessageChooser
 from samzamp.consume.key_bucket import split_by_key_bucket
 from samzamp.consume.lane import Lane, lane_ssp, partition_of
@@ -87,6 +80,20 @@ log = logging.getLogger(__name__)
 
 # How often the poller copies the high watermarks the lag metrics read.
 HIGH_WATERMARK_REFRESH_S = 1.0
+
+
+def _held_packed(buf: deque[Buffered]) -> int:
+    """How many messages a lane's buffer of packed runs holds (any thread)."""
+    # tuple(): a copy in one C call, as the other thread may append or pop meanwhile.
+    return messages_held(tuple(buf))
+
+
+def _by_system(ssps: Iterable[SystemStreamPartition]) -> dict[str, list[SystemStreamPartition]]:
+    """``ssps`` grouped by system, in their order: what one consumer is told at once."""
+    out: dict[str, list[SystemStreamPartition]] = {}
+    for ssp in ssps:
+        out.setdefault(ssp.system, []).append(ssp)
+    return out
 
 
 def _earlier(a: StartOffset, b: StartOffset) -> bool:
@@ -146,10 +153,10 @@ class SystemConsumers:
         every task runs in a worker process), 0 to buffer them one by one."""
         self._consumers = consumers
         self._pack = pack_runs
+        # How many messages one lane's buffer holds (any thread).
+        self._count: Callable[[deque[Buffered]], int] = _held_packed if pack_runs else len
         self._clock = clock
         self._factor = elasticity_factor
-        # When the buffers were first found full with some SSP run dry (None: not so now).
-        self._starved_since: float | None = None
         self._chooser = chooser
         # Replaced, never resized, when lanes come or go: a reader on another thread (a metrics
         # gauge) iterating it sees the old or the new one. An entry is a message, or a packed run
@@ -163,10 +170,8 @@ class SystemConsumers:
             self._reader_of[ssp] = reader
         # Lanes whose next envelope the chooser is waiting for (its previous one was taken).
         self._needed: set[Lane] = set(ssps)
-        self._threshold = fetch_threshold
-        self._high = self._share()
         self._poll_s = poll_interval_ms / 1000
-        self._paused: set[SystemStreamPartition] = set()  # partitions
+        self._pressure = Backpressure(fetch_threshold, self._poll_s, clock, len(self._readers))
         self._stop = threading.Event()
         self._want_fetch = threading.Event()
         self._loop_idle = False
@@ -196,15 +201,7 @@ class SystemConsumers:
 
     def buffered(self) -> int:
         """How many messages are buffered here (the chooser's included)."""
-        held = self._held
-        return sum(held(b) for b in self._buffers.values()) + len(self._chooser)
-
-    def _held(self, buf: deque[Buffered]) -> int:
-        """How many messages one lane's buffer holds (any thread)."""
-        if not self._pack:
-            return len(buf)
-        # tuple(): a copy in one C call, as the other thread may append or pop meanwhile.
-        return messages_held(tuple(buf))
+        return sum(map(self._count, self._buffers.values())) + len(self._chooser)
 
     def skipped(self, lane: Lane) -> int:
         """How many messages ``lane`` skipped because they were at or below its start offset."""
@@ -254,7 +251,7 @@ class SystemConsumers:
                 raise
             self._buffers = {**self._buffers, **{s: deque() for s in added}}
             self._needed.update(added)
-            self._high = self._share()
+            self._pressure.resize(len(self._readers))
             self._high_watermarks_due = 0.0  # the next poll copies the new partitions' high watermarks
 
     def _join(self, partition: SystemStreamPartition, starts: dict[Lane, StartOffset]) -> None:
@@ -281,7 +278,7 @@ class SystemConsumers:
                     reader.skip[lane] = max(reader.skip[lane], had)
             reader.position = earliest
             self._fetched_upto.pop(partition, None)
-            self._paused.discard(partition)  # registered anew: fetching, not paused
+            self._pressure.forget((partition,))  # registered anew: fetching, not paused
         for lane, start in starts.items():
             reader.join(lane, start)
             self._reader_of[lane] = reader
@@ -310,7 +307,7 @@ class SystemConsumers:
             for lane in gone:
                 self._skipped.pop(lane, None)
                 self._chooser.remove(lane)
-            self._high = self._share()
+            self._pressure.resize(len(self._readers))
 
     def _leave(self, lanes: list[Lane]) -> None:
         """Take ``lanes`` off their readers; unregister the partitions left with none (poll lock held)."""
@@ -327,7 +324,7 @@ class SystemConsumers:
             self._consumers[system].unregister(partitions)
             for p in partitions:
                 self._fetched_upto.pop(p, None)
-                self._paused.discard(p)
+            self._pressure.forget(partitions)
             self._high_watermarks = {s: hw for s, hw in self._high_watermarks.items() if s not in partitions}
 
     @contextmanager
@@ -336,10 +333,6 @@ class SystemConsumers:
         the lock again right after letting it go, and a plain wait for it lasted several polls."""
         with self._turnstile, self._poll_lock:
             yield
-
-    def _share(self) -> int:
-        """A partition's share of the fetch threshold (what it may hold before back-pressure pauses it)."""
-        return max(64, self._threshold // max(1, len(self._readers)))
 
     def start(
         self, loop: asyncio.AbstractEventLoop, on_data: Callable[[], None], on_error: Callable[[BaseException], None]
@@ -393,8 +386,11 @@ class SystemConsumers:
         or None when the buffers are full and no poll was made."""
         if self._clock() >= self._high_watermarks_due:
             self._refresh_high_watermarks()
-        if not self._apply_backpressure():
-            return None
+        decision = self._pressure.decide(self._held_per_partition(), self._starving)
+        if decision is not POLL:
+            self._pause_and_resume(decision)
+            if not decision.poll:
+                return None
         got: list[Lane] = []
         buffers = self._buffers
         readers = self._readers
@@ -504,56 +500,31 @@ class SystemConsumers:
             if not self._stop.is_set():
                 loop.call_soon_threadsafe(self._on_error, e)
 
-    def _apply_backpressure(self) -> bool:
-        """Resume paused partitions that drained to half their share; True if a poll may be made now."""
+    def _held_per_partition(self) -> dict[SystemStreamPartition, int]:
+        """Poller: how many messages are buffered for each partition read (all its lanes')."""
+        count = self._count
         buffers = self._buffers
-        paused = self._paused
-        readers = self._readers
+        return {
+            p: count(buffers[p]) if r.plain else sum(count(buffers[lane]) for lane in r.lanes)
+            for p, r in self._readers.items()
+        }
 
-        def held(reader: _Reader) -> int:
-            return sum(self._held(buffers[lane]) for lane in reader.lanes)
-
-        if paused:
-            resume: dict[str, list[SystemStreamPartition]] = {}
-            for ssp in list(paused):
-                if held(readers[ssp]) <= self._high // 2:
-                    paused.discard(ssp)
-                    resume.setdefault(ssp.system, []).append(ssp)
-            for system, ssps in resume.items():
-                self._consumers[system].resume(ssps)
-        # A paused partition's buffers only shrink: leaving them out of the total lets the others
-        # fill up to the threshold, rather than wait for the paused one to drain.
-        if paused:
-            total = sum(held(r) for p, r in readers.items() if p not in paused)
-        else:
-            total = sum(map(self._held, buffers.values()))
-        if total < self._threshold:
-            self._starved_since = None
-            return True
+    def _starving(self) -> Iterator[SystemStreamPartition]:
+        """Poller: the partitions of the lanes the chooser waits for with nothing buffered, their
+        input not ended (one per such lane)."""
+        buffers = self._buffers
         ended = self._ended
         reader_of = self._reader_of
         # tuple(): a copy in one C call, as the loop thread may add to or discard from the set
         # while this runs on the fetch thread.
-        if not any(not buffers[s] and s not in ended and reader_of[s].ssp not in paused for s in tuple(self._needed)):
-            self._starved_since = None
-            return False  # nothing runs dry: what is buffered keeps the tasks busy
-        # A lane ran dry while the others fill the buffers. Usually that passes by itself (the
-        # consumer hands out partitions in turns, and the others drain); it takes a pause when it
-        # lasts a poll interval (a slow task's partition holds the buffers).
-        now = self._clock()
-        if self._starved_since is None:
-            self._starved_since = now
-        if now - self._starved_since < self._poll_s:
-            return False
-        self._starved_since = None
-        pause: dict[str, list[SystemStreamPartition]] = {}
-        for ssp, reader in readers.items():
-            if ssp not in paused and held(reader) >= self._high:
-                paused.add(ssp)
-                pause.setdefault(ssp.system, []).append(ssp)
-        for system, ssps in pause.items():
+        return (reader_of[s].ssp for s in tuple(self._needed) if not buffers[s] and s not in ended)
+
+    def _pause_and_resume(self, decision: Decision) -> None:
+        """Poller: tell the consumers what back-pressure decided, resumes first."""
+        for system, ssps in _by_system(decision.resume).items():
+            self._consumers[system].resume(ssps)
+        for system, ssps in _by_system(decision.pause).items():
             self._consumers[system].pause(ssps)
-        return True
 
     # -- loop thread -------------------------------------------------------------------------
     def _on_fetched(self, lanes: list[Lane]) -> None:
@@ -625,3 +596,12 @@ class SystemConsumers:
         """The high watermark of ``ssp``'s partition as the poller last copied it (at most about a
         second old while fetching); None if unknown. Any thread: it never calls into the consumer."""
         return self._high_watermarks.get(ssp if ssp.key_bucket == -1 else ssp._replace(key_bucket=-1))
+
+    # Back-pressure's state, as tests that pin it read it here.
+    @property
+    def _high(self) -> int:
+        return self._pressure.share
+
+    @property
+    def _paused(self) -> set[SystemStreamPartition]:
+        return self._pressure.paused
