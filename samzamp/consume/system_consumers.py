@@ -12,11 +12,8 @@ Back-pressure (``samzamp.consume.backpressure`` decides, the poller does what it
 while the buffers hold task.fetch.threshold messages or more, and partitions paused only when that
 would starve one.
 
-Only the thread that polls calls into a consumer once fetching started: confluent-kafka (2.x) lets
-one thread at a time into a client, and a second caller waits, retrying now and then, while the
-fetch thread on idle input polls back to back: a loop-thread call could wait until data arrives.
-So the high watermarks the lag metrics read are copied out by the poller (every
-``HIGH_WATERMARK_REFRESH_S``).
+Only the thread that polls calls into a consumer once fetching started, so the high watermarks the
+lag metrics read are copies the poller takes (``samzamp.consume.high_watermarks``).
 
 Flow control (Samza's): the chooser holds at most one envelope per SSP; the SSP's next envelope is
 handed over only when the loop calls ``try_update(ssp)``, i.e. when its task takes the previous one.
@@ -60,6 +57,7 @@ from contextlib import contextmanager
 from samzamp.api.envelope import SystemStreamPartition
 from samzamp.consume.backpressure import POLL, Backpressure, Decision
 from samzamp.consume.chooser import MessageChooser
+from samzamp.consume.high_watermarks import HighWatermarks
 from samzamp.consume.key_bucket import split_by_key_bucket
 from samzamp.consume.lane import Lane, lane_ssp, partition_of
 from samzamp.consume.packed import Buffered, messages_held, messages_in, pack
@@ -77,9 +75,6 @@ from samzamp.systems.base import (
 __all__ = ["SystemConsumers"]
 
 log = logging.getLogger(__name__)
-
-# How often the poller copies the high watermarks the lag metrics read.
-HIGH_WATERMARK_REFRESH_S = 1.0
 
 
 def _held_packed(buf: deque[Buffered]) -> int:
@@ -188,8 +183,7 @@ class SystemConsumers:
         # the lanes whose bounded input ended (a drain leaves them alone).
         self._fetched_upto: dict[SystemStreamPartition, int] = {}
         self._ended: set[Lane] = set()
-        self._high_watermarks: dict[SystemStreamPartition, int | None] = {}
-        self._high_watermarks_due = 0.0
+        self._high_watermarks = HighWatermarks(consumers, clock)
         # Messages a lane skipped (at or below its start), and of key buckets no task here reads.
         self._skipped: dict[Lane, int] = {}
         self._chose = metrics.counter("SystemConsumersMetrics", "chose-object")
@@ -252,7 +246,7 @@ class SystemConsumers:
             self._buffers = {**self._buffers, **{s: deque() for s in added}}
             self._needed.update(added)
             self._pressure.resize(len(self._readers))
-            self._high_watermarks_due = 0.0  # the next poll copies the new partitions' high watermarks
+            self._high_watermarks.expire()
 
     def _join(self, partition: SystemStreamPartition, starts: dict[Lane, StartOffset]) -> None:
         """Register ``starts``' lanes with their partition's reader (poll lock held)."""
@@ -325,7 +319,7 @@ class SystemConsumers:
             for p in partitions:
                 self._fetched_upto.pop(p, None)
             self._pressure.forget(partitions)
-            self._high_watermarks = {s: hw for s, hw in self._high_watermarks.items() if s not in partitions}
+            self._high_watermarks.forget(partitions)
 
     @contextmanager
     def _exclusive(self) -> Iterator[None]:
@@ -384,8 +378,8 @@ class SystemConsumers:
     def _poll_all(self, timeout_s: float) -> list[Lane] | None:
         """Poll every consumer once (the caller holds the poll lock); returns the lanes that got data,
         or None when the buffers are full and no poll was made."""
-        if self._clock() >= self._high_watermarks_due:
-            self._refresh_high_watermarks()
+        if self._clock() >= self._high_watermarks.due:
+            self._high_watermarks.refresh(self._readers)
         decision = self._pressure.decide(self._held_per_partition(), self._starving)
         if decision is not POLL:
             self._pause_and_resume(decision)
@@ -583,19 +577,10 @@ class SystemConsumers:
         else:
             self._needed.add(lane)
 
-    def _refresh_high_watermarks(self) -> None:
-        """Poller (holding the poll lock): copy each partition's high watermark for ``high_watermark``."""
-        self._high_watermarks_due = self._clock() + HIGH_WATERMARK_REFRESH_S
-        hw: dict[SystemStreamPartition, int | None] = {}
-        for ssp in self._readers:
-            c = self._consumers.get(ssp.system)
-            hw[ssp] = c.high_watermark(ssp) if c is not None else None
-        self._high_watermarks = hw  # one assignment: a reader on another thread sees old or new
-
     def high_watermark(self, ssp: SystemStreamPartition) -> int | None:
         """The high watermark of ``ssp``'s partition as the poller last copied it (at most about a
         second old while fetching); None if unknown. Any thread: it never calls into the consumer."""
-        return self._high_watermarks.get(ssp if ssp.key_bucket == -1 else ssp._replace(key_bucket=-1))
+        return self._high_watermarks.get(ssp)
 
     # Back-pressure's state, as tests that pin it read it here.
     @property
