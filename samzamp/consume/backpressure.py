@@ -14,9 +14,9 @@ Partitions, not lanes, are counted and paused: a partition is what a consumer fe
 lane holds back its partition's siblings (they share one position, as in Samza).
 
 ``Backpressure`` only decides: it is fed buffer sizes and says what to do, and its caller does it.
-Threading: ``decide`` is called by whichever thread polls, holding ``SystemConsumers``' poll lock;
-``resize`` and ``forget`` by the loop thread holding the same lock. So one thread at a time, and it
-needs no lock of its own.
+Threading: ``decide`` is called by whichever thread polls, holding the poll lock
+(``samzamp.consume.poll_handoff``); ``resize`` and ``forget`` by the loop thread holding the same
+lock. So one thread at a time, and it needs no lock of its own.
 """
 
 from __future__ import annotations

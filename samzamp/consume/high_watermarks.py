@@ -5,8 +5,9 @@ one thread at a time into a client, and a second caller waits, retrying now and 
 fetch thread on idle input polls back to back, so a metrics call could wait until data arrives.
 Hence the copy, refreshed every ``HIGH_WATERMARK_REFRESH_S`` by the poller.
 
-Threading: ``refresh`` is called by whichever thread polls, holding ``SystemConsumers``' poll lock,
-and ``expire`` and ``forget`` by the loop thread holding the same lock; ``get`` by any thread (a metrics gauge), without a lock: the copy is replaced, never
+Threading: ``refresh`` is called by whichever thread polls, holding the poll lock
+(``samzamp.consume.poll_handoff``), and ``expire`` and ``forget`` by the loop thread holding the
+same lock; ``get`` by any thread (a metrics gauge), without a lock: the copy is replaced, never
 changed, so a reader sees the old one or the new one.
 """
 

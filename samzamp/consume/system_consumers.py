@@ -1,58 +1,27 @@
-"""SystemConsumers: the fan-in of every input system into one chooser.
+"""SystemConsumers: the fan-in of every input system into one chooser, by lane.
 
-Who polls: while the loop is busy, the loop thread itself polls, without blocking, whenever the
-chooser lacks an SSP's next message (``refill``): no thread hand-off, no wake-up, no GIL contention
-on the hot path. When the loop runs out of work it calls ``idle()`` and the fetch thread takes over
-with a blocking poll, posting what it got to the loop with ``call_soon_threadsafe``. A lock that the
-loop only ever *tries* to take makes sure one of them polls at a time. Raw messages go to per-SSP
-deques (append by the poller; popleft on the loop thread, which puts a control marker it popped
-back with appendleft: each atomic in CPython, and a marker is always the last thing appended).
+It owns which lanes are read and from where (``add``, ``remove``), hands each partition's messages
+to its lanes (``_poll_all``), feeds the chooser one envelope per lane under Samza's flow control,
+and puts the drain markers after what each lane buffered. Who polls, and when, is the poll
+hand-off's (``samzamp.consume.poll_handoff``); whether a poll is made and which partitions pause is
+back-pressure's (``samzamp.consume.backpressure``); the lag metrics read the high watermarks the
+poller copies (``samzamp.consume.high_watermarks``).
 
-Back-pressure (``samzamp.consume.backpressure`` decides, the poller does what it says): no poll
-while the buffers hold task.fetch.threshold messages or more, and partitions paused only when that
-would starve one.
-
-Only the thread that polls calls into a consumer once fetching started, so the high watermarks the
-lag metrics read are copies the poller takes (``samzamp.consume.high_watermarks``).
-
-Flow control (Samza's): the chooser holds at most one envelope per SSP; the SSP's next envelope is
-handed over only when the loop calls ``try_update(ssp)``, i.e. when its task takes the previous one.
-
-Which SSPs are read may change while fetching (``add`` / ``remove``, loop thread, as tasks come
-and go): both take the poll lock, so a consumer is never asked to register or unregister during a
-poll, and a removed SSP leaves nothing behind (buffer, chooser envelope, pause, high watermark).
-
-Lanes (``samzamp.consume.lane``): what is buffered and chosen is keyed by lane, the way one task
-reads one SSP. A partition is fetched once, whoever reads it: each registered partition has a
-``_Reader`` with its lanes. A partition read by one task as a whole (the usual case) has one lane,
-the partition itself, and its messages go straight into its buffer. Otherwise its messages are fanned
-out: with key buckets (job.elasticity.factor) each message to the lane of its bucket, computed from
-the serialized key before anything is decoded (``split_by_key_bucket``); on a broadcast partition
-every message to every task's lane; control markers to every lane. The partition is read from the
-lowest position any of its lanes needs, and each lane skips what is at or below its own start (a
-virtual task whose checkpoint is ahead of its siblings'). A lane that joins a partition read already
-from further on rewinds it, and the other lanes skip what they had.
-
-Control markers (``samzamp.systems.base``) travel in the buffers as raw messages with a negative
-offset, in order with the data: ``END_OF_STREAM`` (a bounded partition ended), and on a drain
-``WATERMARK_MAX`` (the SSP's watermark goes to infinity) followed by ``DRAIN`` (nothing more will
-come from this SSP).
-
-Packed runs (``pack_runs``, ``samzamp.consume.packed``): when every task runs in a worker process,
-the poller packs each lane's messages, as it buffers them, into runs of up to task.consumer.batch.size
-already encoded for the worker, and a buffer, the chooser and a task's queue hold those runs rather
-than the messages. The fetch threshold and back-pressure still count messages.
+Threading: every method is for the loop thread except ``buffered``, ``skipped`` and
+``high_watermark`` (any thread, for metrics); ``_poll_all`` runs on whichever thread holds the poll
+lock, and ``add`` and ``remove`` take that lock, so they never overlap a poll. A lane's buffer is a
+deque the poller only appends to and the loop thread pops from the left (putting a control marker
+it popped back with ``appendleft``): each atomic in CPython, and a marker is always the last thing
+appended.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
 
 from samzamp.api.envelope import SystemStreamPartition
 from samzamp.consume.backpressure import POLL, Backpressure, Decision
@@ -61,6 +30,7 @@ from samzamp.consume.high_watermarks import HighWatermarks
 from samzamp.consume.key_bucket import split_by_key_bucket
 from samzamp.consume.lane import Lane, lane_ssp, partition_of
 from samzamp.consume.packed import Buffered, messages_held, messages_in, pack
+from samzamp.consume.poll_handoff import PollHandoff
 from samzamp.metrics.registry import MetricsRegistry
 from samzamp.systems.base import (
     DRAIN,
@@ -130,6 +100,33 @@ class _Reader:
 
 
 class SystemConsumers:
+    """Reads the lanes of the tasks here and hands the chooser each lane's next envelope.
+
+    Lanes (``samzamp.consume.lane``): what is buffered and chosen is keyed by lane, the way one task
+    reads one SSP; a partition is fetched once, whoever reads it, through a ``_Reader`` with its
+    lanes. A partition read whole by one task (the usual case) has one lane, the partition itself,
+    and its messages go straight into its buffer. Otherwise they are fanned out: with key buckets
+    (job.elasticity.factor) each message to the lane of its bucket, computed from the serialized key
+    (``split_by_key_bucket``); on a broadcast partition every message to every lane; control markers
+    to every lane. A partition is read from the lowest position any of its lanes needs, and each lane
+    skips what is at or below its own start; a lane that joins a partition read already from
+    further on rewinds it, and the other lanes skip what they had.
+
+    Flow control (Samza's): the chooser holds at most one envelope per lane; the lane's next one is
+    handed over only when the loop calls ``try_update(lane)``, i.e. when its task took the last.
+
+    Control markers (``samzamp.systems.base``) travel in the buffers as raw messages with a negative
+    offset, in order with the data: ``END_OF_STREAM``, and on a drain ``WATERMARK_MAX`` then ``DRAIN``.
+
+    Packed runs (``pack_runs``, ``samzamp.consume.packed``): when every task runs in a worker
+    process, the poller packs each lane's messages into runs already encoded for the worker, and a
+    buffer, the chooser and a task's queue hold those runs; the fetch threshold still counts messages.
+    """
+
+    # The poll hand-off's own method, bound here rather than wrapped: the loop calls it whenever
+    # the chooser runs empty, and a wrapper would cost a call each time.
+    refill: Callable[[], None]
+
     def __init__(
         self,
         consumers: dict[str, SystemConsumer],
@@ -164,21 +161,13 @@ class SystemConsumers:
             reader.join(ssp, OLDEST)
             self._reader_of[ssp] = reader
         # Lanes whose next envelope the chooser is waiting for (its previous one was taken).
+        # Changed in place only: the poll hand-off reads this very set.
         self._needed: set[Lane] = set(ssps)
         self._poll_s = poll_interval_ms / 1000
         self._pressure = Backpressure(fetch_threshold, self._poll_s, clock, len(self._readers))
-        self._stop = threading.Event()
-        self._want_fetch = threading.Event()
-        self._loop_idle = False
-        self._poll_lock = threading.Lock()
-        # Held by the fetch thread only while it takes the poll lock, and by ``add`` and ``remove``
-        # while they wait for it: the fetch thread then waits behind them.
-        self._turnstile = threading.Lock()
-        self._thread: threading.Thread | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self._handoff = PollHandoff(self._poll_all, self._on_fetched, self._needed, self._poll_s)
+        self.refill = self._handoff.refill
         self._on_data: Callable[[], None] = lambda: None
-        self._on_error: Callable[[BaseException], None] = lambda e: None
-        self.fetching = True
         # Offset of the newest message fetched per partition (what a drain must still process), and
         # the lanes whose bounded input ended (a drain leaves them alone).
         self._fetched_upto: dict[SystemStreamPartition, int] = {}
@@ -192,6 +181,11 @@ class SystemConsumers:
         self._keyhash = metrics.timer("SystemConsumersMetrics", "keyhash-ns")
         metrics.gauge("SystemConsumersMetrics", "unprocessed-messages", fn=self.buffered)
         metrics.gauge("SystemConsumersMetrics", "ssps-needed-by-chooser", fn=lambda: len(self._needed))
+
+    @property
+    def fetching(self) -> bool:
+        """False once fetching stopped (``stop_fetching``, ``drain``): no poll is made after that."""
+        return self._handoff.fetching
 
     def buffered(self) -> int:
         """How many messages are buffered here (the chooser's included)."""
@@ -207,7 +201,7 @@ class SystemConsumers:
         as the task's checkpointed one; the caller resolves UPCOMING), the other lanes untouched.
         Their envelopes reach the chooser as they arrive. A partition is registered with its consumer
         at the earliest start of its lanes; one read already is rewound if a new lane starts before
-        its position (module docstring).
+        its position (class docstring).
 
         Loop thread, before or after ``start``. No poll runs while the lanes are registered: this
         takes the poll lock, so it may block while the fetch thread finishes a poll (at most one poll
@@ -234,7 +228,7 @@ class SystemConsumers:
         by_partition: dict[SystemStreamPartition, list[Lane]] = {}
         for lane in starts:
             by_partition.setdefault(partition_of(lane), []).append(lane)
-        with self._exclusive():
+        with self._handoff.exclusive():
             added: list[Lane] = []
             try:
                 for partition, lanes in by_partition.items():
@@ -293,7 +287,7 @@ class SystemConsumers:
         unknown = sorted(str(lane_ssp(s)) for s in gone if s not in self._buffers)
         if unknown:
             raise ValueError(f"{', '.join(unknown)}: not read here, so it cannot be removed")
-        with self._exclusive():
+        with self._handoff.exclusive():
             self._leave(list(gone))
             self._buffers = {s: b for s, b in self._buffers.items() if s not in gone}
             self._needed.difference_update(gone)
@@ -321,31 +315,23 @@ class SystemConsumers:
             self._pressure.forget(partitions)
             self._high_watermarks.forget(partitions)
 
-    @contextmanager
-    def _exclusive(self) -> Iterator[None]:
-        """Hold the poll lock, taking it ahead of the fetch thread: on idle input that thread takes
-        the lock again right after letting it go, and a plain wait for it lasted several polls."""
-        with self._turnstile, self._poll_lock:
-            yield
-
     def start(
         self, loop: asyncio.AbstractEventLoop, on_data: Callable[[], None], on_error: Callable[[BaseException], None]
     ) -> None:
-        self._loop = loop
+        """Start the consumers and the fetch thread. ``on_data`` is called (loop thread) when the
+        chooser got an envelope; ``on_error`` (loop thread) when a poll raised."""
         self._on_data = on_data
-        self._on_error = on_error
         for c in self._consumers.values():
             c.start()
-        self._thread = threading.Thread(target=self._fetch_loop, name="samzamp-fetch", daemon=True)
-        self._thread.start()
+        self._handoff.start(loop, on_error, self._poll_s / max(1, len(self._consumers)))
 
     def stop_fetching(self) -> None:
         """Stop polling; what is already buffered stays and can still be chosen."""
-        self.fetching = False
-        self._stop.set()
-        self._want_fetch.set()
-        if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(timeout=5)
+        self._handoff.stop()
+
+    def idle(self) -> None:
+        """Loop thread: nothing to do; let the fetch thread wait for data with a blocking poll."""
+        self._handoff.idle()
 
     def drain(self) -> tuple[dict[SystemStreamPartition, int | None], set[Lane]]:
         """Stop fetching and append ``WATERMARK_MAX`` and ``DRAIN`` after what each lane already
@@ -447,53 +433,6 @@ class SystemConsumers:
                     buffers[lane].extend(mine)
                 got.append(lane)
 
-    def refill(self) -> None:
-        """Loop thread: poll without blocking if the chooser is waiting for some SSP and nobody else
-        is polling, and hand the chooser what arrived."""
-        if not self._needed or not self.fetching or not self._poll_lock.acquire(blocking=False):
-            return
-        try:
-            got = self._poll_all(0)
-        except BaseException as e:
-            self._on_error(e)
-            return
-        finally:
-            self._poll_lock.release()
-        if got:
-            self._on_fetched(got)
-
-    def idle(self) -> None:
-        """Loop thread: nothing to do; let the fetch thread wait for data with a blocking poll."""
-        self._loop_idle = True
-        self._want_fetch.set()
-
-    def _fetch_loop(self) -> None:
-        loop = self._loop
-        assert loop is not None
-        timeout = self._poll_s / max(1, len(self._consumers))
-        try:
-            while not self._stop.is_set():
-                if not self._want_fetch.wait(self._poll_s):
-                    continue
-                self._want_fetch.clear()
-                with self._turnstile:
-                    self._poll_lock.acquire()
-                try:
-                    if self._stop.is_set():
-                        break
-                    got = self._poll_all(timeout)
-                finally:
-                    self._poll_lock.release()
-                if got and not self._stop.is_set():
-                    loop.call_soon_threadsafe(self._on_fetched, got)
-                elif self._loop_idle:
-                    if got is None:  # buffers full: the loop has work queued; look again later
-                        self._stop.wait(self._poll_s)
-                    self._want_fetch.set()  # still nothing: keep waiting while the loop has nothing
-        except BaseException as e:
-            if not self._stop.is_set():
-                loop.call_soon_threadsafe(self._on_error, e)
-
     def _held_per_partition(self) -> dict[SystemStreamPartition, int]:
         """Poller: how many messages are buffered for each partition read (all its lanes')."""
         count = self._count
@@ -522,7 +461,7 @@ class SystemConsumers:
 
     # -- loop thread -------------------------------------------------------------------------
     def _on_fetched(self, lanes: list[Lane]) -> None:
-        self._loop_idle = False
+        """Loop thread: hand the chooser the next envelope of each of ``lanes`` it waits for."""
         fed = False
         needed = self._needed
         for lane in lanes:
