@@ -1,8 +1,8 @@
 """SystemConsumers: the fan-in of every input system into one chooser, by lane.
 
-It owns which lanes are read and from where (``add``, ``remove``), hands each partition's messages
-to its lanes (``_poll_all``), feeds the chooser one envelope per lane under Samza's flow control,
-and puts the drain markers after what each lane buffered. Who polls, and when, is the poll
+It owns which lanes are read and from where (``add``, ``remove``), buffers what each poll fetched
+for them (``_poll_all``), feeds the chooser one envelope per lane under Samza's flow control, and
+puts the drain markers after what each lane buffered. Who polls, and when, is the poll
 hand-off's (``samzamp.consume.poll_handoff``); whether a poll is made and which partitions pause is
 back-pressure's (``samzamp.consume.backpressure``); the lag metrics read the high watermarks the
 poller copies (``samzamp.consume.high_watermarks``).
@@ -27,20 +27,12 @@ from samzamp.api.envelope import SystemStreamPartition
 from samzamp.consume.backpressure import POLL, Backpressure, Decision
 from samzamp.consume.chooser import MessageChooser
 from samzamp.consume.high_watermarks import HighWatermarks
-from samzamp.consume.key_bucket import split_by_key_bucket
 from samzamp.consume.lane import Lane, lane_ssp, partition_of
 from samzamp.consume.packed import Buffered, messages_held, messages_in, pack
+from samzamp.consume.partition_lanes import PartitionLanes, earlier, earliest
 from samzamp.consume.poll_handoff import PollHandoff
 from samzamp.metrics.registry import MetricsRegistry
-from samzamp.systems.base import (
-    DRAIN,
-    END_OF_STREAM,
-    OLDEST,
-    WATERMARK_MAX,
-    RawMessage,
-    StartOffset,
-    SystemConsumer,
-)
+from samzamp.systems.base import DRAIN, END_OF_STREAM, OLDEST, WATERMARK_MAX, StartOffset, SystemConsumer
 
 __all__ = ["SystemConsumers"]
 
@@ -61,56 +53,12 @@ def _by_system(ssps: Iterable[SystemStreamPartition]) -> dict[str, list[SystemSt
     return out
 
 
-def _earlier(a: StartOffset, b: StartOffset) -> bool:
-    """Whether start ``a`` is before start ``b`` (OLDEST is before every offset)."""
-    if a == OLDEST:
-        return b != OLDEST
-    return b != OLDEST and int(a) < int(b)
-
-
-class _Reader:
-    """One registered partition and the lanes it feeds."""
-
-    __slots__ = ("buckets", "factor", "lanes", "plain", "position", "skip", "ssp")
-
-    def __init__(self, ssp: SystemStreamPartition, start: StartOffset, factor: int) -> None:
-        self.ssp = ssp
-        self.lanes: list[Lane] = []
-        # Per lane: its key bucket (-1: every message), and the offset up to which it skips.
-        self.buckets: dict[Lane, int] = {}
-        self.skip: dict[Lane, int] = {}
-        self.factor = factor  # key buckets; 1: every lane reads every message
-        self.plain = False  # one lane, the partition itself: messages go straight to its buffer
-        self.position: StartOffset = start  # the next offset fetched (what a new lane compares with)
-
-    def join(self, lane: Lane, start: StartOffset) -> None:
-        ssp = lane_ssp(lane)
-        if self.lanes and (ssp.key_bucket == -1) != (self.factor == 1):
-            raise ValueError(f"{ssp}: {self.ssp} is read by key bucket and as a whole at once")
-        self.lanes.append(lane)
-        self.buckets[lane] = ssp.key_bucket
-        self.skip[lane] = start - 1 if isinstance(start, int) else -1
-        self.plain = len(self.lanes) == 1 and lane == self.ssp
-
-    def leave(self, lane: Lane) -> None:
-        self.lanes.remove(lane)
-        del self.buckets[lane]
-        del self.skip[lane]
-        self.plain = len(self.lanes) == 1 and self.lanes[0] == self.ssp
-
-
 class SystemConsumers:
     """Reads the lanes of the tasks here and hands the chooser each lane's next envelope.
 
     Lanes (``samzamp.consume.lane``): what is buffered and chosen is keyed by lane, the way one task
-    reads one SSP; a partition is fetched once, whoever reads it, through a ``_Reader`` with its
-    lanes. A partition read whole by one task (the usual case) has one lane, the partition itself,
-    and its messages go straight into its buffer. Otherwise they are fanned out: with key buckets
-    (job.elasticity.factor) each message to the lane of its bucket, computed from the serialized key
-    (``split_by_key_bucket``); on a broadcast partition every message to every lane; control markers
-    to every lane. A partition is read from the lowest position any of its lanes needs, and each lane
-    skips what is at or below its own start; a lane that joins a partition read already from
-    further on rewinds it, and the other lanes skip what they had.
+    reads one SSP. A partition is fetched once, whoever reads it; its ``PartitionLanes``
+    (``samzamp.consume.partition_lanes``) hands its messages to its lanes and knows where to read it.
 
     Flow control (Samza's): the chooser holds at most one envelope per lane; the lane's next one is
     handed over only when the loop calls ``try_update(lane)``, i.e. when its task took the last.
@@ -150,14 +98,19 @@ class SystemConsumers:
         self._clock = clock
         self._factor = elasticity_factor
         self._chooser = chooser
+        self._chose = metrics.counter("SystemConsumersMetrics", "chose-object")
+        self._polls = metrics.counter("SystemConsumersMetrics", "polls")
+        # Messages of key buckets no task here reads, and the time spent computing key buckets.
+        self._unowned = metrics.counter("SystemConsumersMetrics", "skipped-envelopes")
+        self._keyhash = metrics.timer("SystemConsumersMetrics", "keyhash-ns")
         # Replaced, never resized, when lanes come or go: a reader on another thread (a metrics
         # gauge) iterating it sees the old or the new one. An entry is a message, or a packed run
         # of them (``pack_runs``).
         self._buffers: dict[Lane, deque[Buffered]] = {s: deque() for s in ssps}
-        self._readers: dict[SystemStreamPartition, _Reader] = {}
-        self._reader_of: dict[Lane, _Reader] = {}
+        self._readers: dict[SystemStreamPartition, PartitionLanes] = {}
+        self._reader_of: dict[Lane, PartitionLanes] = {}
         for ssp in ssps:
-            reader = self._readers[ssp] = _Reader(ssp, OLDEST, 1)
+            reader = self._readers[ssp] = self._reader(ssp, OLDEST, 1)
             reader.join(ssp, OLDEST)
             self._reader_of[ssp] = reader
         # Lanes whose next envelope the chooser is waiting for (its previous one was taken).
@@ -168,17 +121,9 @@ class SystemConsumers:
         self._handoff = PollHandoff(self._poll_all, self._on_fetched, self._needed, self._poll_s)
         self.refill = self._handoff.refill
         self._on_data: Callable[[], None] = lambda: None
-        # Offset of the newest message fetched per partition (what a drain must still process), and
-        # the lanes whose bounded input ended (a drain leaves them alone).
-        self._fetched_upto: dict[SystemStreamPartition, int] = {}
+        # The lanes whose bounded input ended (a drain leaves them alone).
         self._ended: set[Lane] = set()
         self._high_watermarks = HighWatermarks(consumers, clock)
-        # Messages a lane skipped (at or below its start), and of key buckets no task here reads.
-        self._skipped: dict[Lane, int] = {}
-        self._chose = metrics.counter("SystemConsumersMetrics", "chose-object")
-        self._polls = metrics.counter("SystemConsumersMetrics", "polls")
-        self._unowned = metrics.counter("SystemConsumersMetrics", "skipped-envelopes")
-        self._keyhash = metrics.timer("SystemConsumersMetrics", "keyhash-ns")
         metrics.gauge("SystemConsumersMetrics", "unprocessed-messages", fn=self.buffered)
         metrics.gauge("SystemConsumersMetrics", "ssps-needed-by-chooser", fn=lambda: len(self._needed))
 
@@ -193,9 +138,13 @@ class SystemConsumers:
 
     def skipped(self, lane: Lane) -> int:
         """How many messages ``lane`` skipped because they were at or below its start offset."""
-        return self._skipped.get(lane, 0)
+        reader = self._reader_of.get(lane)
+        return reader.skipped.get(lane, 0) if reader is not None else 0
 
     # -- which lanes are read (loop thread) ---------------------------------------------------
+    def _reader(self, partition: SystemStreamPartition, start: StartOffset, factor: int) -> PartitionLanes:
+        return PartitionLanes(partition, start, factor, self._pack, self._keyhash, self._unowned)
+
     def add(self, starts: dict[Lane, StartOffset]) -> None:
         """Start reading each lane of ``starts`` from its start offset (OLDEST or an exact offset, such
         as the task's checkpointed one; the caller resolves UPCOMING), the other lanes untouched.
@@ -244,28 +193,22 @@ class SystemConsumers:
 
     def _join(self, partition: SystemStreamPartition, starts: dict[Lane, StartOffset]) -> None:
         """Register ``starts``' lanes with their partition's reader (poll lock held)."""
-        earliest = min(starts.values(), key=lambda s: (s != OLDEST, s if isinstance(s, int) else 0))
+        first = earliest(starts.values())
         reader = self._readers.get(partition)
         if reader is None:
             bucketed = any(lane_ssp(lane).key_bucket != -1 for lane in starts)
-            reader = self._readers[partition] = _Reader(partition, earliest, self._factor if bucketed else 1)
+            reader = self._readers[partition] = self._reader(partition, first, self._factor if bucketed else 1)
             try:
-                self._consumers[partition.system].register(partition, earliest)
+                self._consumers[partition.system].register(partition, first)
             except BaseException:
                 del self._readers[partition]
                 raise
-        elif _earlier(earliest, reader.position):
-            # The partition is read already from further on: read it again from ``earliest``; the
-            # lanes it has skip what they had.
-            had = self._fetched_upto.get(partition)
+        elif earlier(first, reader.position):
+            # The partition is read already from further on: read it again from ``first``.
             consumer = self._consumers[partition.system]
             consumer.unregister([partition])
-            consumer.register(partition, earliest)
-            for lane in reader.lanes:
-                if had is not None:
-                    reader.skip[lane] = max(reader.skip[lane], had)
-            reader.position = earliest
-            self._fetched_upto.pop(partition, None)
+            consumer.register(partition, first)
+            reader.rewind(first)
             self._pressure.forget((partition,))  # registered anew: fetching, not paused
         for lane, start in starts.items():
             reader.join(lane, start)
@@ -293,7 +236,6 @@ class SystemConsumers:
             self._needed.difference_update(gone)
             self._ended.difference_update(gone)
             for lane in gone:
-                self._skipped.pop(lane, None)
                 self._chooser.remove(lane)
             self._pressure.resize(len(self._readers))
 
@@ -310,8 +252,6 @@ class SystemConsumers:
                 emptied.setdefault(reader.ssp.system, []).append(reader.ssp)
         for system, partitions in emptied.items():
             self._consumers[system].unregister(partitions)
-            for p in partitions:
-                self._fetched_upto.pop(p, None)
             self._pressure.forget(partitions)
             self._high_watermarks.forget(partitions)
 
@@ -353,7 +293,7 @@ class SystemConsumers:
         # buffered (an ended lane's last data and end-of-stream marker included).
         self._on_fetched(list(self._buffers))
         partitions = sorted({self._reader_of[lane].ssp for lane in marked})
-        return {p: self._fetched_upto.get(p) for p in partitions}, marked
+        return {p: self._readers[p].fetched for p in partitions}, marked
 
     def stop(self) -> None:
         self.stop_fetching()
@@ -374,7 +314,6 @@ class SystemConsumers:
         got: list[Lane] = []
         buffers = self._buffers
         readers = self._readers
-        upto = self._fetched_upto
         for c in self._consumers.values():
             for ssp, msgs in c.poll(timeout_s).items():
                 reader = readers[ssp]
@@ -382,56 +321,17 @@ class SystemConsumers:
                     buffers[ssp].extend(pack(msgs, self._pack) if self._pack else msgs)
                     got.append(ssp)
                 else:
-                    self._fan_out(reader, msgs, got)
+                    reader.fan_out(msgs, buffers, got)
                 last = msgs[-1][0]
                 if last >= 0:
-                    upto[ssp] = last
+                    reader.fetched = last
                     reader.position = last + 1
                 elif last == END_OF_STREAM:
                     self._ended.update(reader.lanes)
                     if len(msgs) > 1:
-                        upto[ssp] = msgs[-2][0]
+                        reader.fetched = msgs[-2][0]
         self._polls.count += 1
         return got
-
-    def _fan_out(self, reader: _Reader, msgs: list[RawMessage], got: list[Lane]) -> None:
-        """Hand a partition's messages to its lanes: each its key bucket's (or all), past its start."""
-        parts: list[list[RawMessage]] = []
-        if reader.factor > 1:
-            started = time.perf_counter_ns()
-            parts = split_by_key_bucket(msgs, reader.factor)
-            self._keyhash.update(time.perf_counter_ns() - started)
-            if len(reader.lanes) < reader.factor:  # buckets that no task here reads
-                owned = set(reader.buckets.values())
-                self._unowned.count += sum(
-                    1 for b, part in enumerate(parts) if b not in owned for m in part if m[0] >= 0
-                )
-        buffers = self._buffers
-        # ``msgs`` packed once for every lane that takes all of it (a broadcast partition's); a lane's
-        # own part (its key bucket's, or what is past its start) packed for it alone. Not by id() of
-        # the list: a part dropped earlier in this loop leaves its id to the next one built.
-        whole: list[Buffered] | None = None
-        for lane in reader.lanes:
-            bucket = reader.buckets[lane]
-            mine = msgs if bucket == -1 else parts[bucket]
-            skip = reader.skip[lane]
-            if skip >= 0 and mine:
-                kept = [m for m in mine if m[0] < 0 or m[0] > skip]
-                self._skipped[lane] = self._skipped.get(lane, 0) + len(mine) - len(kept)
-                if mine[-1][0] > skip:
-                    reader.skip[lane] = -1  # past its start: nothing more to skip
-                mine = kept
-            if mine:
-                if self._pack:
-                    if mine is not msgs:
-                        buffers[lane].extend(pack(mine, self._pack))
-                    else:
-                        if whole is None:
-                            whole = pack(msgs, self._pack)
-                        buffers[lane].extend(whole)
-                else:
-                    buffers[lane].extend(mine)
-                got.append(lane)
 
     def _held_per_partition(self) -> dict[SystemStreamPartition, int]:
         """Poller: how many messages are buffered for each partition read (all its lanes')."""
@@ -500,7 +400,7 @@ class SystemConsumers:
         reader = self._reader_of.get(lane)
         if reader is None:
             return None
-        upto = self._fetched_upto.get(reader.ssp)  # first: see the docstring
+        upto = reader.fetched  # first: see the docstring
         if upto is None or lane not in self._needed or self._buffers[lane]:
             return None
         return upto
