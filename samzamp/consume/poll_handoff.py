@@ -4,16 +4,16 @@ While the loop is busy, the loop thread itself polls, without blocking, whenever
 for a lane's next message (``refill``): no thread hand-off, no wake-up, no GIL contention on the hot
 path. When the loop runs out of work it calls ``idle`` and the fetch thread takes over with a
 blocking poll, and posts what it got to the loop with ``call_soon_threadsafe``. A lock that the loop
-only ever *tries* to take makes sure one of them polls at a time; whoever holds it is the one thread
-that may call into a consumer (``samzamp.systems.base``).
+only ever *tries* to take for a poll makes sure one of them polls at a time; whoever holds it is the
+one thread that may call into a consumer (``samzamp.systems.base``). ``exclusive`` takes it outright,
+ahead of the fetch thread, so that partitions are registered and unregistered between polls.
 
 What a poll does is the owner's (``SystemConsumers._poll_all``): it returns the lanes that got data,
 or None when back-pressure held the poll back. What was fetched is handed over with ``deliver`` on
 the loop thread.
 
-Threading: ``refill``, ``idle`` and ``exclusive`` are called by the loop thread; ``start`` and
-``stop`` by the thread that owns the run (the loop thread, before the loop runs and after it
-stopped or to drain). The poll and ``deliver`` run under the contract above.
+Threading: every method is called by the loop thread. The poll runs on whichever thread holds the
+poll lock; ``deliver`` and ``on_error`` always run on the loop thread.
 """
 
 from __future__ import annotations

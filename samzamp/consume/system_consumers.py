@@ -150,7 +150,7 @@ class SystemConsumers:
         as the task's checkpointed one; the caller resolves UPCOMING), the other lanes untouched.
         Their envelopes reach the chooser as they arrive. A partition is registered with its consumer
         at the earliest start of its lanes; one read already is rewound if a new lane starts before
-        its position (class docstring).
+        its position (``samzamp.consume.partition_lanes``).
 
         Loop thread, before or after ``start``. No poll runs while the lanes are registered: this
         takes the poll lock, so it may block while the fetch thread finishes a poll (at most one poll
