@@ -1,133 +1,80 @@
-"""SystemConsumers: the fan-in of every input system into one chooser.
+"""SystemConsumers: the fan-in of every input system into one chooser, by lane.
 
-Who polls: while the loop is busy, the loop thread itself polls, without blocking, whenever the
-chooser lacks an SSP's next message (``refill``): no thread hand-off, no wake-up, no GIL contention
-on the hot path. When the loop runs out of work it calls ``idle()`` and the fetch thread takes over
-with a blocking poll, posting what it got to the loop with ``call_soon_threadsafe``. A lock that the
-loop only ever *tries* to take makes sure one of them polls at a time. Raw messages go to per-SSP
-deques (append by the poller; popleft on the loop thread, which puts a control marker it popped
-back with appendleft: each atomic in CPython, and a marker is always the last thing appended).
+It owns which lanes are read and from where (``add``, ``remove``), buffers what each poll fetched
+for them (``_poll_all``), feeds the chooser one envelope per lane under Samza's flow control, and
+puts the drain markers after what each lane buffered. Who polls, and when, is the poll
+hand-off's (``samzamp.consume.poll_handoff``); whether a poll is made and which partitions pause is
+back-pressure's (``samzamp.consume.backpressure``); the lag metrics read the high watermarks the
+poller copies (``samzamp.consume.high_watermarks``).
 
-Back-pressure: no poll while the buffers hold task.fetch.threshold messages or more; the consumer's
-own bounded prefetch then stops fetching too. Pausing an SSP is kept for the case where that would
-starve one: when some SSP has been dry for a poll interval (task.poll.interval.ms) while the buffers
-are full, the SSPs holding more than their share of the threshold are paused (until they drain to
-half of it), their buffers stop counting, and the poll goes on for the rest. So the buffers hold at
-most about twice the threshold. Pausing is the last resort because librdkafka drops what it
-prefetched for a paused partition and fetches it again on resume (librdkafka issue 5343): pausing
-whenever an SSP passed its share cost the no-op benchmark about a tenth of its throughput in
-refetches and idle waits.
-
-Only the thread that polls calls into a consumer once fetching started: confluent-kafka (2.x) lets
-one thread at a time into a client, and a second caller waits, retrying now and then, while the
-fetch thread on idle input polls back to back: a loop-thread call could wait until data arrives.
-So the high watermarks the lag metrics read are copied out by the poller (every
-``HIGH_WATERMARK_REFRESH_S``).
-
-Flow control (Samza's): the chooser holds at most one envelope per SSP; the SSP's next envelope is
-handed over only when the loop calls ``try_update(ssp)``, i.e. when its task takes the previous one.
-
-Which SSPs are read may change while fetching (``add`` / ``remove``, loop thread, as tasks come
-and go): both take the poll lock, so a consumer is never asked to register or unregister during a
-poll, and a removed SSP leaves nothing behind (buffer, chooser envelope, pause, high watermark).
-
-Lanes (``samzamp.consume.lane``): what is buffered and chosen is keyed by lane, the way one task
-reads one SSP. A partition is fetched once, whoever reads it: each registered partition has a
-``_Reader`` with its lanes. A partition read by one task as a whole (the usual case) has one lane,
-the partition itself, and its messages go straight into its buffer. Otherwise its messages are fanned
-out: with key buckets (job.elasticity.factor) each message to the lane of its bucket, computed from
-the serialized key before anything is decoded (``split_by_key_bucket``); on a broadcast partition
-every message to every task's lane; control markers to every lane. The partition is read from the
-lowest position any of its lanes needs, and each lane skips what is at or below its own start (a
-virtual task whose checkpoint is ahead of its siblings'). A lane that joins a partition read already
-from further on rewinds it, and the other lanes skip what they had. Back-pressure counts and pauses
-partitions, the unit a consumer fetches: one slow lane holds back its partition's siblings (they
-share one position, as in Samza), never the buffers' bound.
-
-Control markers (``samzamp.systems.base``) travel in the buffers as raw messages with a negative
-offset, in order with the data: ``END_OF_STREAM`` (a bounded partition ended), and on a drain
-``WATERMARK_MAX`` (the SSP's watermark goes to infinity) followed by ``DRAIN`` (nothing more will
-come from this SSP).
-
-Packed runs (``pack_runs``, ``samzamp.consume.packed``): when every task runs in a worker process,
-the poller packs each lane's messages, as it buffers them, into runs of up to task.consumer.batch.size
-already encoded for the worker, and a buffer, the chooser and a task's queue hold those runs rather
-than the messages. The fetch threshold and back-pressure still count messages.
+Threading: every method is for the loop thread except ``buffered``, ``skipped`` and
+``high_watermark`` (any thread, for metrics); ``_poll_all`` runs on whichever thread holds the poll
+lock, and ``add`` and ``remove`` take that lock, so they never overlap a poll. A lane's buffer is a
+deque the poller only appends to and the loop thread pops from the left (putting a control marker
+it popped back with ``appendleft``): each atomic in CPython, and a marker is always the last thing
+appended.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
 
 from samzamp.api.envelope import SystemStreamPartition
+from samzamp.consume.backpressure import POLL, Backpressure, Decision
 from samzamp.consume.chooser import MessageChooser
-from samzamp.consume.key_bucket import split_by_key_bucket
+from samzamp.consume.high_watermarks import HighWatermarks
 from samzamp.consume.lane import Lane, lane_ssp, partition_of
 from samzamp.consume.packed import Buffered, messages_held, messages_in, pack
+from samzamp.consume.partition_lanes import PartitionLanes, earlier, earliest
+from samzamp.consume.poll_handoff import PollHandoff
 from samzamp.metrics.registry import MetricsRegistry
-from samzamp.systems.base import (
-    DRAIN,
-    END_OF_STREAM,
-    OLDEST,
-    WATERMARK_MAX,
-    RawMessage,
-    StartOffset,
-    SystemConsumer,
-)
+from samzamp.systems.base import DRAIN, END_OF_STREAM, OLDEST, WATERMARK_MAX, StartOffset, SystemConsumer
 
 __all__ = ["SystemConsumers"]
 
 log = logging.getLogger(__name__)
 
-# How often the poller copies the high watermarks the lag metrics read.
-HIGH_WATERMARK_REFRESH_S = 1.0
+
+def _held_packed(buf: deque[Buffered]) -> int:
+    """How many messages a lane's buffer of packed runs holds (any thread)."""
+    # tuple(): a copy in one C call, as the other thread may append or pop meanwhile.
+    return messages_held(tuple(buf))
 
 
-def _earlier(a: StartOffset, b: StartOffset) -> bool:
-    """Whether start ``a`` is before start ``b`` (OLDEST is before every offset)."""
-    if a == OLDEST:
-        return b != OLDEST
-    return b != OLDEST and int(a) < int(b)
-
-
-class _Reader:
-    """One registered partition and the lanes it feeds."""
-
-    __slots__ = ("buckets", "factor", "lanes", "plain", "position", "skip", "ssp")
-
-    def __init__(self, ssp: SystemStreamPartition, start: StartOffset, factor: int) -> None:
-        self.ssp = ssp
-        self.lanes: list[Lane] = []
-        # Per lane: its key bucket (-1: every message), and the offset up to which it skips.
-        self.buckets: dict[Lane, int] = {}
-        self.skip: dict[Lane, int] = {}
-        self.factor = factor  # key buckets; 1: every lane reads every message
-        self.plain = False  # one lane, the partition itself: messages go straight to its buffer
-        self.position: StartOffset = start  # the next offset fetched (what a new lane compares with)
-
-    def join(self, lane: Lane, start: StartOffset) -> None:
-        ssp = lane_ssp(lane)
-        if self.lanes and (ssp.key_bucket == -1) != (self.factor == 1):
-            raise ValueError(f"{ssp}: {self.ssp} is read by key bucket and as a whole at once")
-        self.lanes.append(lane)
-        self.buckets[lane] = ssp.key_bucket
-        self.skip[lane] = start - 1 if isinstance(start, int) else -1
-        self.plain = len(self.lanes) == 1 and lane == self.ssp
-
-    def leave(self, lane: Lane) -> None:
-        self.lanes.remove(lane)
-        del self.buckets[lane]
-        del self.skip[lane]
-        self.plain = len(self.lanes) == 1 and self.lanes[0] == self.ssp
+def _by_system(ssps: Iterable[SystemStreamPartition]) -> dict[str, list[SystemStreamPartition]]:
+    """``ssps`` grouped by system, in their order: what one consumer is told at once."""
+    out: dict[str, list[SystemStreamPartition]] = {}
+    for ssp in ssps:
+        out.setdefault(ssp.system, []).append(ssp)
+    return out
 
 
 class SystemConsumers:
+    """Reads the lanes of the tasks here and hands the chooser each lane's next envelope.
+
+    Lanes (``samzamp.consume.lane``): what is buffered and chosen is keyed by lane, the way one task
+    reads one SSP. A partition is fetched once, whoever reads it; its ``PartitionLanes``
+    (``samzamp.consume.partition_lanes``) hands its messages to its lanes and knows where to read it.
+
+    Flow control (Samza's): the chooser holds at most one envelope per lane; the lane's next one is
+    handed over only when the loop calls ``try_update(lane)``, i.e. when its task took the last.
+
+    Control markers (``samzamp.systems.base``) travel in the buffers as raw messages with a negative
+    offset, in order with the data: ``END_OF_STREAM``, and on a drain ``WATERMARK_MAX`` then ``DRAIN``.
+
+    Packed runs (``pack_runs``, ``samzamp.consume.packed``): when every task runs in a worker
+    process, the poller packs each lane's messages into runs already encoded for the worker, and a
+    buffer, the chooser and a task's queue hold those runs; the fetch threshold still counts messages.
+    """
+
+    # The poll hand-off's own method, bound here rather than wrapped: the loop calls it whenever
+    # the chooser runs empty, and a wrapper would cost a call each time.
+    refill: Callable[[], None]
+
     def __init__(
         self,
         consumers: dict[str, SystemConsumer],
@@ -146,77 +93,64 @@ class SystemConsumers:
         every task runs in a worker process), 0 to buffer them one by one."""
         self._consumers = consumers
         self._pack = pack_runs
+        # How many messages one lane's buffer holds (any thread).
+        self._count: Callable[[deque[Buffered]], int] = _held_packed if pack_runs else len
         self._clock = clock
         self._factor = elasticity_factor
-        # When the buffers were first found full with some SSP run dry (None: not so now).
-        self._starved_since: float | None = None
         self._chooser = chooser
+        self._chose = metrics.counter("SystemConsumersMetrics", "chose-object")
+        self._polls = metrics.counter("SystemConsumersMetrics", "polls")
+        # Messages of key buckets no task here reads, and the time spent computing key buckets.
+        self._unowned = metrics.counter("SystemConsumersMetrics", "skipped-envelopes")
+        self._keyhash = metrics.timer("SystemConsumersMetrics", "keyhash-ns")
         # Replaced, never resized, when lanes come or go: a reader on another thread (a metrics
         # gauge) iterating it sees the old or the new one. An entry is a message, or a packed run
         # of them (``pack_runs``).
         self._buffers: dict[Lane, deque[Buffered]] = {s: deque() for s in ssps}
-        self._readers: dict[SystemStreamPartition, _Reader] = {}
-        self._reader_of: dict[Lane, _Reader] = {}
+        self._readers: dict[SystemStreamPartition, PartitionLanes] = {}
+        self._reader_of: dict[Lane, PartitionLanes] = {}
         for ssp in ssps:
-            reader = self._readers[ssp] = _Reader(ssp, OLDEST, 1)
+            reader = self._readers[ssp] = self._reader(ssp, OLDEST, 1)
             reader.join(ssp, OLDEST)
             self._reader_of[ssp] = reader
         # Lanes whose next envelope the chooser is waiting for (its previous one was taken).
+        # Changed in place only: the poll hand-off reads this very set.
         self._needed: set[Lane] = set(ssps)
-        self._threshold = fetch_threshold
-        self._high = self._share()
         self._poll_s = poll_interval_ms / 1000
-        self._paused: set[SystemStreamPartition] = set()  # partitions
-        self._stop = threading.Event()
-        self._want_fetch = threading.Event()
-        self._loop_idle = False
-        self._poll_lock = threading.Lock()
-        # Held by the fetch thread only while it takes the poll lock, and by ``add`` and ``remove``
-        # while they wait for it: the fetch thread then waits behind them.
-        self._turnstile = threading.Lock()
-        self._thread: threading.Thread | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self._pressure = Backpressure(fetch_threshold, self._poll_s, clock, len(self._readers))
+        self._handoff = PollHandoff(self._poll_all, self._on_fetched, self._needed, self._poll_s)
+        self.refill = self._handoff.refill
         self._on_data: Callable[[], None] = lambda: None
-        self._on_error: Callable[[BaseException], None] = lambda e: None
-        self.fetching = True
-        # Offset of the newest message fetched per partition (what a drain must still process), and
-        # the lanes whose bounded input ended (a drain leaves them alone).
-        self._fetched_upto: dict[SystemStreamPartition, int] = {}
+        # The lanes whose bounded input ended (a drain leaves them alone).
         self._ended: set[Lane] = set()
-        self._high_watermarks: dict[SystemStreamPartition, int | None] = {}
-        self._high_watermarks_due = 0.0
-        # Messages a lane skipped (at or below its start), and of key buckets no task here reads.
-        self._skipped: dict[Lane, int] = {}
-        self._chose = metrics.counter("SystemConsumersMetrics", "chose-object")
-        self._polls = metrics.counter("SystemConsumersMetrics", "polls")
-        self._unowned = metrics.counter("SystemConsumersMetrics", "skipped-envelopes")
-        self._keyhash = metrics.timer("SystemConsumersMetrics", "keyhash-ns")
+        self._high_watermarks = HighWatermarks(consumers, clock)
         metrics.gauge("SystemConsumersMetrics", "unprocessed-messages", fn=self.buffered)
         metrics.gauge("SystemConsumersMetrics", "ssps-needed-by-chooser", fn=lambda: len(self._needed))
 
+    @property
+    def fetching(self) -> bool:
+        """False once fetching stopped (``stop_fetching``, ``drain``): no poll is made after that."""
+        return self._handoff.fetching
+
     def buffered(self) -> int:
         """How many messages are buffered here (the chooser's included)."""
-        held = self._held
-        return sum(held(b) for b in self._buffers.values()) + len(self._chooser)
-
-    def _held(self, buf: deque[Buffered]) -> int:
-        """How many messages one lane's buffer holds (any thread)."""
-        if not self._pack:
-            return len(buf)
-        # tuple(): a copy in one C call, as the other thread may append or pop meanwhile.
-        return messages_held(tuple(buf))
+        return sum(map(self._count, self._buffers.values())) + len(self._chooser)
 
     def skipped(self, lane: Lane) -> int:
         """How many messages ``lane`` skipped because they were at or below its start offset."""
-        return self._skipped.get(lane, 0)
+        reader = self._reader_of.get(lane)
+        return reader.skipped.get(lane, 0) if reader is not None else 0
 
     # -- which lanes are read (loop thread) ---------------------------------------------------
+    def _reader(self, partition: SystemStreamPartition, start: StartOffset, factor: int) -> PartitionLanes:
+        return PartitionLanes(partition, start, factor, self._pack, self._keyhash, self._unowned)
+
     def add(self, starts: dict[Lane, StartOffset]) -> None:
         """Start reading each lane of ``starts`` from its start offset (OLDEST or an exact offset, such
         as the task's checkpointed one; the caller resolves UPCOMING), the other lanes untouched.
         Their envelopes reach the chooser as they arrive. A partition is registered with its consumer
         at the earliest start of its lanes; one read already is rewound if a new lane starts before
-        its position (module docstring).
+        its position (``samzamp.consume.partition_lanes``).
 
         Loop thread, before or after ``start``. No poll runs while the lanes are registered: this
         takes the poll lock, so it may block while the fetch thread finishes a poll (at most one poll
@@ -243,7 +177,7 @@ class SystemConsumers:
         by_partition: dict[SystemStreamPartition, list[Lane]] = {}
         for lane in starts:
             by_partition.setdefault(partition_of(lane), []).append(lane)
-        with self._exclusive():
+        with self._handoff.exclusive():
             added: list[Lane] = []
             try:
                 for partition, lanes in by_partition.items():
@@ -254,34 +188,28 @@ class SystemConsumers:
                 raise
             self._buffers = {**self._buffers, **{s: deque() for s in added}}
             self._needed.update(added)
-            self._high = self._share()
-            self._high_watermarks_due = 0.0  # the next poll copies the new partitions' high watermarks
+            self._pressure.resize(len(self._readers))
+            self._high_watermarks.expire()
 
     def _join(self, partition: SystemStreamPartition, starts: dict[Lane, StartOffset]) -> None:
         """Register ``starts``' lanes with their partition's reader (poll lock held)."""
-        earliest = min(starts.values(), key=lambda s: (s != OLDEST, s if isinstance(s, int) else 0))
+        first = earliest(starts.values())
         reader = self._readers.get(partition)
         if reader is None:
             bucketed = any(lane_ssp(lane).key_bucket != -1 for lane in starts)
-            reader = self._readers[partition] = _Reader(partition, earliest, self._factor if bucketed else 1)
+            reader = self._readers[partition] = self._reader(partition, first, self._factor if bucketed else 1)
             try:
-                self._consumers[partition.system].register(partition, earliest)
+                self._consumers[partition.system].register(partition, first)
             except BaseException:
                 del self._readers[partition]
                 raise
-        elif _earlier(earliest, reader.position):
-            # The partition is read already from further on: read it again from ``earliest``; the
-            # lanes it has skip what they had.
-            had = self._fetched_upto.get(partition)
+        elif earlier(first, reader.position):
+            # The partition is read already from further on: read it again from ``first``.
             consumer = self._consumers[partition.system]
             consumer.unregister([partition])
-            consumer.register(partition, earliest)
-            for lane in reader.lanes:
-                if had is not None:
-                    reader.skip[lane] = max(reader.skip[lane], had)
-            reader.position = earliest
-            self._fetched_upto.pop(partition, None)
-            self._paused.discard(partition)  # registered anew: fetching, not paused
+            consumer.register(partition, first)
+            reader.rewind(first)
+            self._pressure.forget((partition,))  # registered anew: fetching, not paused
         for lane, start in starts.items():
             reader.join(lane, start)
             self._reader_of[lane] = reader
@@ -302,15 +230,14 @@ class SystemConsumers:
         unknown = sorted(str(lane_ssp(s)) for s in gone if s not in self._buffers)
         if unknown:
             raise ValueError(f"{', '.join(unknown)}: not read here, so it cannot be removed")
-        with self._exclusive():
+        with self._handoff.exclusive():
             self._leave(list(gone))
             self._buffers = {s: b for s, b in self._buffers.items() if s not in gone}
             self._needed.difference_update(gone)
             self._ended.difference_update(gone)
             for lane in gone:
-                self._skipped.pop(lane, None)
                 self._chooser.remove(lane)
-            self._high = self._share()
+            self._pressure.resize(len(self._readers))
 
     def _leave(self, lanes: list[Lane]) -> None:
         """Take ``lanes`` off their readers; unregister the partitions left with none (poll lock held)."""
@@ -325,40 +252,26 @@ class SystemConsumers:
                 emptied.setdefault(reader.ssp.system, []).append(reader.ssp)
         for system, partitions in emptied.items():
             self._consumers[system].unregister(partitions)
-            for p in partitions:
-                self._fetched_upto.pop(p, None)
-                self._paused.discard(p)
-            self._high_watermarks = {s: hw for s, hw in self._high_watermarks.items() if s not in partitions}
-
-    @contextmanager
-    def _exclusive(self) -> Iterator[None]:
-        """Hold the poll lock, taking it ahead of the fetch thread: on idle input that thread takes
-        the lock again right after letting it go, and a plain wait for it lasted several polls."""
-        with self._turnstile, self._poll_lock:
-            yield
-
-    def _share(self) -> int:
-        """A partition's share of the fetch threshold (what it may hold before back-pressure pauses it)."""
-        return max(64, self._threshold // max(1, len(self._readers)))
+            self._pressure.forget(partitions)
+            self._high_watermarks.forget(partitions)
 
     def start(
         self, loop: asyncio.AbstractEventLoop, on_data: Callable[[], None], on_error: Callable[[BaseException], None]
     ) -> None:
-        self._loop = loop
+        """Start the consumers and the fetch thread. ``on_data`` is called (loop thread) when the
+        chooser got an envelope; ``on_error`` (loop thread) when a poll raised."""
         self._on_data = on_data
-        self._on_error = on_error
         for c in self._consumers.values():
             c.start()
-        self._thread = threading.Thread(target=self._fetch_loop, name="samzamp-fetch", daemon=True)
-        self._thread.start()
+        self._handoff.start(loop, on_error, self._poll_s / max(1, len(self._consumers)))
 
     def stop_fetching(self) -> None:
         """Stop polling; what is already buffered stays and can still be chosen."""
-        self.fetching = False
-        self._stop.set()
-        self._want_fetch.set()
-        if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(timeout=5)
+        self._handoff.stop()
+
+    def idle(self) -> None:
+        """Loop thread: nothing to do; let the fetch thread wait for data with a blocking poll."""
+        self._handoff.idle()
 
     def drain(self) -> tuple[dict[SystemStreamPartition, int | None], set[Lane]]:
         """Stop fetching and append ``WATERMARK_MAX`` and ``DRAIN`` after what each lane already
@@ -380,7 +293,7 @@ class SystemConsumers:
         # buffered (an ended lane's last data and end-of-stream marker included).
         self._on_fetched(list(self._buffers))
         partitions = sorted({self._reader_of[lane].ssp for lane in marked})
-        return {p: self._fetched_upto.get(p) for p in partitions}, marked
+        return {p: self._readers[p].fetched for p in partitions}, marked
 
     def stop(self) -> None:
         self.stop_fetching()
@@ -391,14 +304,16 @@ class SystemConsumers:
     def _poll_all(self, timeout_s: float) -> list[Lane] | None:
         """Poll every consumer once (the caller holds the poll lock); returns the lanes that got data,
         or None when the buffers are full and no poll was made."""
-        if self._clock() >= self._high_watermarks_due:
-            self._refresh_high_watermarks()
-        if not self._apply_backpressure():
-            return None
+        if self._clock() >= self._high_watermarks.due:
+            self._high_watermarks.refresh(self._readers)
+        decision = self._pressure.decide(self._held_per_partition(), self._starving)
+        if decision is not POLL:
+            self._pause_and_resume(decision)
+            if not decision.poll:
+                return None
         got: list[Lane] = []
         buffers = self._buffers
         readers = self._readers
-        upto = self._fetched_upto
         for c in self._consumers.values():
             for ssp, msgs in c.poll(timeout_s).items():
                 reader = readers[ssp]
@@ -406,158 +321,47 @@ class SystemConsumers:
                     buffers[ssp].extend(pack(msgs, self._pack) if self._pack else msgs)
                     got.append(ssp)
                 else:
-                    self._fan_out(reader, msgs, got)
+                    reader.fan_out(msgs, buffers, got)
                 last = msgs[-1][0]
                 if last >= 0:
-                    upto[ssp] = last
+                    reader.fetched = last
                     reader.position = last + 1
                 elif last == END_OF_STREAM:
                     self._ended.update(reader.lanes)
                     if len(msgs) > 1:
-                        upto[ssp] = msgs[-2][0]
+                        reader.fetched = msgs[-2][0]
         self._polls.count += 1
         return got
 
-    def _fan_out(self, reader: _Reader, msgs: list[RawMessage], got: list[Lane]) -> None:
-        """Hand a partition's messages to its lanes: each its key bucket's (or all), past its start."""
-        parts: list[list[RawMessage]] = []
-        if reader.factor > 1:
-            started = time.perf_counter_ns()
-            parts = split_by_key_bucket(msgs, reader.factor)
-            self._keyhash.update(time.perf_counter_ns() - started)
-            if len(reader.lanes) < reader.factor:  # buckets that no task here reads
-                owned = set(reader.buckets.values())
-                self._unowned.count += sum(
-                    1 for b, part in enumerate(parts) if b not in owned for m in part if m[0] >= 0
-                )
+    def _held_per_partition(self) -> dict[SystemStreamPartition, int]:
+        """Poller: how many messages are buffered for each partition read (all its lanes')."""
+        count = self._count
         buffers = self._buffers
-        # ``msgs`` packed once for every lane that takes all of it (a broadcast partition's); a lane's
-        # own part (its key bucket's, or what is past its start) packed for it alone. Not by id() of
-        # the list: a part dropped earlier in this loop leaves its id to the next one built.
-        whole: list[Buffered] | None = None
-        for lane in reader.lanes:
-            bucket = reader.buckets[lane]
-            mine = msgs if bucket == -1 else parts[bucket]
-            skip = reader.skip[lane]
-            if skip >= 0 and mine:
-                kept = [m for m in mine if m[0] < 0 or m[0] > skip]
-                self._skipped[lane] = self._skipped.get(lane, 0) + len(mine) - len(kept)
-                if mine[-1][0] > skip:
-                    reader.skip[lane] = -1  # past its start: nothing more to skip
-                mine = kept
-            if mine:
-                if self._pack:
-                    if mine is not msgs:
-                        buffers[lane].extend(pack(mine, self._pack))
-                    else:
-                        if whole is None:
-                            whole = pack(msgs, self._pack)
-                        buffers[lane].extend(whole)
-                else:
-                    buffers[lane].extend(mine)
-                got.append(lane)
+        return {
+            p: count(buffers[p]) if r.plain else sum(count(buffers[lane]) for lane in r.lanes)
+            for p, r in self._readers.items()
+        }
 
-    def refill(self) -> None:
-        """Loop thread: poll without blocking if the chooser is waiting for some SSP and nobody else
-        is polling, and hand the chooser what arrived."""
-        if not self._needed or not self.fetching or not self._poll_lock.acquire(blocking=False):
-            return
-        try:
-            got = self._poll_all(0)
-        except BaseException as e:
-            self._on_error(e)
-            return
-        finally:
-            self._poll_lock.release()
-        if got:
-            self._on_fetched(got)
-
-    def idle(self) -> None:
-        """Loop thread: nothing to do; let the fetch thread wait for data with a blocking poll."""
-        self._loop_idle = True
-        self._want_fetch.set()
-
-    def _fetch_loop(self) -> None:
-        loop = self._loop
-        assert loop is not None
-        timeout = self._poll_s / max(1, len(self._consumers))
-        try:
-            while not self._stop.is_set():
-                if not self._want_fetch.wait(self._poll_s):
-                    continue
-                self._want_fetch.clear()
-                with self._turnstile:
-                    self._poll_lock.acquire()
-                try:
-                    if self._stop.is_set():
-                        break
-                    got = self._poll_all(timeout)
-                finally:
-                    self._poll_lock.release()
-                if got and not self._stop.is_set():
-                    loop.call_soon_threadsafe(self._on_fetched, got)
-                elif self._loop_idle:
-                    if got is None:  # buffers full: the loop has work queued; look again later
-                        self._stop.wait(self._poll_s)
-                    self._want_fetch.set()  # still nothing: keep waiting while the loop has nothing
-        except BaseException as e:
-            if not self._stop.is_set():
-                loop.call_soon_threadsafe(self._on_error, e)
-
-    def _apply_backpressure(self) -> bool:
-        """Resume paused partitions that drained to half their share; True if a poll may be made now."""
+    def _starving(self) -> Iterator[SystemStreamPartition]:
+        """Poller: the partitions of the lanes the chooser waits for with nothing buffered, their
+        input not ended (one per such lane)."""
         buffers = self._buffers
-        paused = self._paused
-        readers = self._readers
-
-        def held(reader: _Reader) -> int:
-            return sum(self._held(buffers[lane]) for lane in reader.lanes)
-
-        if paused:
-            resume: dict[str, list[SystemStreamPartition]] = {}
-            for ssp in list(paused):
-                if held(readers[ssp]) <= self._high // 2:
-                    paused.discard(ssp)
-                    resume.setdefault(ssp.system, []).append(ssp)
-            for system, ssps in resume.items():
-                self._consumers[system].resume(ssps)
-        # A paused partition's buffers only shrink: leaving them out of the total lets the others
-        # fill up to the threshold, rather than wait for the paused one to drain.
-        if paused:
-            total = sum(held(r) for p, r in readers.items() if p not in paused)
-        else:
-            total = sum(map(self._held, buffers.values()))
-        if total < self._threshold:
-            self._starved_since = None
-            return True
         ended = self._ended
         reader_of = self._reader_of
         # tuple(): a copy in one C call, as the loop thread may add to or discard from the set
         # while this runs on the fetch thread.
-        if not any(not buffers[s] and s not in ended and reader_of[s].ssp not in paused for s in tuple(self._needed)):
-            self._starved_since = None
-            return False  # nothing runs dry: what is buffered keeps the tasks busy
-        # A lane ran dry while the others fill the buffers. Usually that passes by itself (the
-        # consumer hands out partitions in turns, and the others drain); it takes a pause when it
-        # lasts a poll interval (a slow task's partition holds the buffers).
-        now = self._clock()
-        if self._starved_since is None:
-            self._starved_since = now
-        if now - self._starved_since < self._poll_s:
-            return False
-        self._starved_since = None
-        pause: dict[str, list[SystemStreamPartition]] = {}
-        for ssp, reader in readers.items():
-            if ssp not in paused and held(reader) >= self._high:
-                paused.add(ssp)
-                pause.setdefault(ssp.system, []).append(ssp)
-        for system, ssps in pause.items():
+        return (reader_of[s].ssp for s in tuple(self._needed) if not buffers[s] and s not in ended)
+
+    def _pause_and_resume(self, decision: Decision) -> None:
+        """Poller: tell the consumers what back-pressure decided, resumes first."""
+        for system, ssps in _by_system(decision.resume).items():
+            self._consumers[system].resume(ssps)
+        for system, ssps in _by_system(decision.pause).items():
             self._consumers[system].pause(ssps)
-        return True
 
     # -- loop thread -------------------------------------------------------------------------
     def _on_fetched(self, lanes: list[Lane]) -> None:
-        self._loop_idle = False
+        """Loop thread: hand the chooser the next envelope of each of ``lanes`` it waits for."""
         fed = False
         needed = self._needed
         for lane in lanes:
@@ -596,7 +400,7 @@ class SystemConsumers:
         reader = self._reader_of.get(lane)
         if reader is None:
             return None
-        upto = self._fetched_upto.get(reader.ssp)  # first: see the docstring
+        upto = reader.fetched  # first: see the docstring
         if upto is None or lane not in self._needed or self._buffers[lane]:
             return None
         return upto
@@ -612,16 +416,16 @@ class SystemConsumers:
         else:
             self._needed.add(lane)
 
-    def _refresh_high_watermarks(self) -> None:
-        """Poller (holding the poll lock): copy each partition's high watermark for ``high_watermark``."""
-        self._high_watermarks_due = self._clock() + HIGH_WATERMARK_REFRESH_S
-        hw: dict[SystemStreamPartition, int | None] = {}
-        for ssp in self._readers:
-            c = self._consumers.get(ssp.system)
-            hw[ssp] = c.high_watermark(ssp) if c is not None else None
-        self._high_watermarks = hw  # one assignment: a reader on another thread sees old or new
-
     def high_watermark(self, ssp: SystemStreamPartition) -> int | None:
         """The high watermark of ``ssp``'s partition as the poller last copied it (at most about a
         second old while fetching); None if unknown. Any thread: it never calls into the consumer."""
-        return self._high_watermarks.get(ssp if ssp.key_bucket == -1 else ssp._replace(key_bucket=-1))
+        return self._high_watermarks.get(ssp)
+
+    # Back-pressure's state, as tests that pin it read it here.
+    @property
+    def _high(self) -> int:
+        return self._pressure.share
+
+    @property
+    def _paused(self) -> set[SystemStreamPartition]:
+        return self._pressure.paused
