@@ -7,17 +7,20 @@ and keeps the run).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from typing import TypeVar
 
 from samzamp.api.errors import ConfigError
 from samzamp.config.settings import JobSettings
 from samzamp.coordinator.job_coordinator import JobCoordinator, JobCoordinatorFactory, ModelCalculator
 from samzamp.coordinator.metadata_store import CoordinatorStreamStore
 from samzamp.coordinator.passthrough import PassthroughJobCoordinator
-from samzamp.coordinator.run_id import Runs, StreamRuns
+from samzamp.coordinator.run_id import Runs, RunView, StreamRuns
 from samzamp.coordinator.zk.factory import ZkJobCoordinatorFactory
 from samzamp.metrics.registry import MetricsRegistry
 
 __all__ = ["FACTORIES", "PassthroughJobCoordinatorFactory", "job_coordinator_factory"]
+
+_View = TypeVar("_View")
 
 
 class PassthroughJobCoordinatorFactory:
@@ -28,6 +31,9 @@ class PassthroughJobCoordinatorFactory:
 
     def runs(self, metadata: CoordinatorStreamStore) -> Runs:
         return StreamRuns(metadata)
+
+    def run_view(self, coordinator_stream: Callable[[], _View]) -> _View | RunView:
+        return coordinator_stream()
 
     def coordinator(self, calculator: ModelCalculator, metrics: MetricsRegistry) -> JobCoordinator:
         return PassthroughJobCoordinator(calculator)

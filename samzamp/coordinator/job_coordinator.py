@@ -22,12 +22,12 @@ Threads: every method of these protocols is called on the processor's event loop
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from samzamp.api.errors import SystemFailureError
 from samzamp.coordinator.job_model import JobModel
 from samzamp.coordinator.metadata_store import CoordinatorStreamStore
-from samzamp.coordinator.run_id import Runs
+from samzamp.coordinator.run_id import Runs, RunView
 from samzamp.metrics.registry import MetricsRegistry
 
 __all__ = [
@@ -37,6 +37,8 @@ __all__ = [
     "MembershipExpired",
     "ModelCalculator",
 ]
+
+_View = TypeVar("_View")
 
 
 class MembershipExpired(SystemFailureError):
@@ -103,6 +105,11 @@ class JobCoordinatorFactory(Protocol):
 
     def runs(self, metadata: CoordinatorStreamStore) -> Runs:
         """The job's run (``samzamp.coordinator.run_id``); blocks. ``metadata``: the job's coordinator stream."""
+
+    def run_view(self, coordinator_stream: Callable[[], _View]) -> _View | RunView:
+        """The job's run as a tool sees it; blocks. ``coordinator_stream`` opens the view of the job's
+        coordinator stream (``StreamRunView``), which the tool knows how to reach: called only when
+        the run is kept there."""
 
     def coordinator(self, calculator: ModelCalculator, metrics: MetricsRegistry) -> JobCoordinator:
         """A new coordinator for this processor, not started."""

@@ -1,6 +1,6 @@
 """job.coordinator.factory = zk (Samza's ZkJobCoordinatorFactory): the ``JobCoordinatorFactory`` of a
-standalone job. Its run lives on ZooKeeper (``runs.ZkRuns``), and each container of the processor
-gets a ``ZkJobCoordinator`` of its own.
+standalone job. Its run lives on ZooKeeper (``runs.ZkRuns``; tools see it through ``runs.ZkRunView``),
+and each container of the processor gets a ``ZkJobCoordinator`` of its own.
 
 kazoo is an extra that a job of one container does not need, so this module imports nothing that
 imports it: the modules that do are imported when a method needs them. Making the factory checks
@@ -9,17 +9,22 @@ that the extra is installed, before anything starts.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TypeVar
+
 from samzamp.api.errors import ConfigError
 from samzamp.config.settings import JobSettings
 from samzamp.config.standalone import ZkSettings
 from samzamp.coordinator.job_coordinator import JobCoordinator, ModelCalculator
 from samzamp.coordinator.location import location_id, processor_id
 from samzamp.coordinator.metadata_store import CoordinatorStreamStore
-from samzamp.coordinator.run_id import Runs
+from samzamp.coordinator.run_id import Runs, RunView
 from samzamp.extras import ZOOKEEPER, require
 from samzamp.metrics.registry import MetricsRegistry
 
 __all__ = ["ZkJobCoordinatorFactory"]
+
+_View = TypeVar("_View")
 
 
 class ZkJobCoordinatorFactory:
@@ -40,6 +45,14 @@ class ZkJobCoordinatorFactory:
 
         st = self._settings
         return ZkRuns.open(self._zk, ZkKeys(st.name, st.id))
+
+    def run_view(self, coordinator_stream: Callable[[], _View]) -> _View | RunView:
+        """The run on ZooKeeper; the coordinator stream is not needed (nor the broker)."""
+        from samzamp.coordinator.zk.keys import ZkKeys
+        from samzamp.coordinator.zk.runs import ZkRunView
+
+        st = self._settings
+        return ZkRunView.open(self._zk, ZkKeys(st.name, st.id))
 
     def coordinator(self, calculator: ModelCalculator, metrics: MetricsRegistry) -> JobCoordinator:
         """A new membership of the job: without processor.id, under a new processor id."""
