@@ -282,7 +282,7 @@ class StreamProcessor:
 
         Where the run is recorded is the coordinator factory's choice: a job of one container's in
         its coordinator stream, a standalone job's in ZooKeeper, where its processors share one run
-        (``samzamp.coordinator.zk.runs``)."""
+        (``ZkRuns``)."""
         st = self.settings
         system = st.coordinator_system
         # Metadata writes happen at start and at the end, never while checkpoints are written.
