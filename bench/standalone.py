@@ -37,7 +37,7 @@ rebalance:
 - resumed: the last "job model version V applied by processor ..." line among the processors of V: every
   processor runs exactly its tasks of V again. published -> resumed is the barrier: each processor stops
   the tasks it gives up (final commit) before it joins, and starts its new ones when all joined.
-- processors' pause: the largest "paused N ms" of those lines (samzamp/processor/standalone.py: from the
+- processors' pause: the largest "paused N ms" of those lines (samzamp/coordinator/zk/job_coordinator.py: from the
   version's arrival at the processor, its release, to its tasks started; ZkJobCoordinatorMetrics
   last-rebalance-pause-ms measures the same span). A processor that keeps all its tasks (on a leave, the
   ones that stay) reports its barrier wait there, but its kept tasks never stopped.

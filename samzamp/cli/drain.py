@@ -36,7 +36,6 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from typing import Protocol
 
 from samzamp.api.errors import ConfigError
 from samzamp.cli.common import (
@@ -52,8 +51,9 @@ from samzamp.cli.common import (
 from samzamp.config import load_config, parse_overrides, validate
 from samzamp.config.settings import JobSettings
 from samzamp.config.system_kinds import system_kind_names
-from samzamp.coordinator.metadata_store import CoordinatorStreamStore, MetadataStore
-from samzamp.coordinator.run_id import RUN_NAMESPACE, RunRecord, RunState, read_current_run
+from samzamp.coordinator.factory import job_coordinator_factory
+from samzamp.coordinator.metadata_store import CoordinatorStreamStore
+from samzamp.coordinator.run_id import RUN_NAMESPACE, RunRecord, RunState, RunView, StreamRunView, read_current_run
 from samzamp.drain.notification import DRAIN_NAMESPACE, read_drain_notifications, write_drain_notification
 from samzamp.systems.factory import Place
 from samzamp.systems.registry import open_system
@@ -76,75 +76,13 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-class RunPlace(Protocol):
-    """Where the job keeps its run record and drain notifications."""
-
-    where: str
-
-    def namespace(self, namespace: str) -> MetadataStore: ...
-
-    def exists(self) -> bool:
-        """Whether the job ever wrote there."""
-
-    def prepare(self) -> None:
-        """Make it ready for a notification."""
-
-    def running(self) -> str:
-        """What is known of the processes running the run, for a message ('' when nothing)."""
-
-    def close(self) -> None: ...
+def _open_store(settings: JobSettings) -> RunView:
+    """Where the job keeps its run record and drain notifications: its coordinator factory says (a
+    standalone job's are on ZooKeeper, samzamp.coordinator.zk.runs)."""
+    return job_coordinator_factory(settings).run_view(lambda: _coordinator_stream(settings))
 
 
-class _StreamPlace:
-    def __init__(self, store: CoordinatorStreamStore) -> None:
-        self._store = store
-        self.where = f"coordinator stream {store.topic}"
-
-    def namespace(self, namespace: str) -> MetadataStore:
-        return self._store.namespace(namespace)
-
-    def exists(self) -> bool:
-        return self._store.exists()
-
-    def prepare(self) -> None:
-        self._store.create_topic()
-
-    def running(self) -> str:
-        return ""
-
-    def close(self) -> None:
-        pass
-
-
-class _ZkPlace:
-    def __init__(self, settings: JobSettings) -> None:
-        # Here, not at the top: kazoo is an extra that a job of one container does not need.
-        from samzamp.coordinator.zk.keys import ZkKeys
-        from samzamp.coordinator.zk.runs import ZkRunView
-
-        assert settings.zk is not None
-        self._view = ZkRunView.open(settings.zk, ZkKeys(settings.name, settings.id))
-        self.where = self._view.where
-
-    def namespace(self, namespace: str) -> MetadataStore:
-        return self._view.namespace(namespace)
-
-    def exists(self) -> bool:
-        return self._view.exists()
-
-    def prepare(self) -> None:
-        pass  # a value's znode is created with its parents
-
-    def running(self) -> str:
-        return f"; {self._view.members()} processor(s) of the run still running"
-
-    def close(self) -> None:
-        self._view.close()
-
-
-def _open_store(settings: JobSettings) -> RunPlace:
-    if settings.zk is not None:  # a standalone job keeps its run in ZooKeeper (samzamp.coordinator.zk.runs)
-        return _ZkPlace(settings)
+def _coordinator_stream(settings: JobSettings) -> StreamRunView:
     system = settings.coordinator_system
     s = settings.systems[system]
     if not s.kind.shared:
@@ -161,7 +99,7 @@ def _open_store(settings: JobSettings) -> RunPlace:
     opened = open_system(settings, system, Place(process="drain"))
     admin = opened.admin()
     producer = opened.producer()
-    return _StreamPlace(
+    return StreamRunView(
         CoordinatorStreamStore(admin, producer, settings.coordinator_topic, settings.coordinator_replication_factor)
     )
 
@@ -200,7 +138,7 @@ def _target_run(
     return wanted
 
 
-def drain(settings: JobSettings, store: RunPlace, run_id: str | None, wait: bool, timeout: float) -> int:
+def drain(settings: JobSettings, store: RunView, run_id: str | None, wait: bool, timeout: float) -> int:
     job = f"{settings.name}-{settings.id}"
     runs = store.namespace(RUN_NAMESPACE)
     notifications = store.namespace(DRAIN_NAMESPACE)
@@ -222,7 +160,7 @@ def drain(settings: JobSettings, store: RunPlace, run_id: str | None, wait: bool
     return _wait(job, store, target, notification.uuid, seen=bool(mine), timeout=timeout)
 
 
-def _wait(job: str, store: RunPlace, run_id: str, uuid: str, seen: bool, timeout: float) -> int:
+def _wait(job: str, store: RunView, run_id: str, uuid: str, seen: bool, timeout: float) -> int:
     """Wait until the run drained: its record says so, or its notification, once seen, is gone (the
     container, or a standalone run's last processor, records the run as drained and then deletes its
     notifications, both after its final commits; a restarted container may replace the record with
@@ -243,10 +181,12 @@ def _wait(job: str, store: RunPlace, run_id: str, uuid: str, seen: bool, timeout
             _say(job, f"run {run_id} stopped without draining ({_describe(ours)}); the notification stays", True)
             return EXIT_FAILED
         if time.monotonic() >= deadline:
+            members = store.members()
+            running = f"; {members} processor(s) of the run still running" if members is not None else ""
             _say(
                 job,
                 f"timed out after {timeout:g} s: run {run_id} has not drained (is its container running with "
-                f"job.drain-monitor.enabled?{store.running()}); notification {uuid} stays",
+                f"job.drain-monitor.enabled?{running}); notification {uuid} stays",
                 True,
             )
             return EXIT_TIMEOUT

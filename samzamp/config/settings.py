@@ -15,7 +15,7 @@ from samzamp.api.errors import ConfigError
 from samzamp.config.config import Config
 from samzamp.config.keys import ConfigWarning
 from samzamp.config.samza_keys import GLOBAL_STORE_KEYS
-from samzamp.config.standalone import ZkSettings, standalone_warnings, zk_settings
+from samzamp.config.standalone import ZkSettings, coordinator_factory, standalone_warnings, zk_settings
 from samzamp.config.system_kinds import SystemKind, system_kind, system_kind_names
 
 __all__ = [
@@ -152,6 +152,7 @@ class JobSettings:
     run_id: str | None = None  # app.run.id: None means generated (or continued) at start
     drain_monitor_enabled: bool = True
     drain_monitor_poll_ms: int = 10000
+    coordinator_factory: str = "passthrough"  # job.coordinator.factory: passthrough or zk (samzamp.coordinator.factory)
     zk: ZkSettings | None = None  # standalone mode (job.coordinator.factory = zk); None: passthrough
     warnings: tuple[ConfigWarning, ...] = ()  # accepted keys worth a word, logged once at start
 
@@ -288,6 +289,7 @@ class JobSettings:
             run_id=config.get_str("app.run.id") or None,
             drain_monitor_enabled=config.get_bool("job.drain-monitor.enabled", True),
             drain_monitor_poll_ms=config.get_int("job.drain-monitor.poll.interval.ms", 10000),
+            coordinator_factory=coordinator_factory(config),
             zk=zk,
             warnings=tuple(standalone_warnings(config)),
         )

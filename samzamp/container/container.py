@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+from collections.abc import Callable
 
 import msgspec
 
@@ -335,3 +336,36 @@ class SamzaContainer:
     def on_pool_failure(self, error: BaseException) -> None:
         """A worker died or failed: the container fails."""
         self.run_loop.abort(error)
+
+    # -- the loop's controls, for the processor and its coordinator (they never reach into the loop)
+    @property
+    def stopping(self) -> bool:
+        """Draining, asked to shut down, or failed: the container takes no new job model."""
+        loop = self.run_loop
+        return loop.draining or loop.shutdown_requested or loop.error is not None
+
+    @property
+    def fence(self) -> Callable[[], bool] | None:
+        """Checked before each slice: the loop processes only while it returns True (None: always)."""
+        return self.run_loop.fence
+
+    @fence.setter
+    def fence(self, fence: Callable[[], bool] | None) -> None:
+        self.run_loop.fence = fence
+
+    def drain(self, notification: str) -> None:
+        """Drain every task (the drain notification ``notification`` asks it), then stop."""
+        self.run_loop.drain(notification)
+
+    def request_shutdown(self) -> None:
+        """Stop: in-flight work finishes, a final commit runs, ``run`` returns."""
+        self.run_loop.request_shutdown()
+
+    def abort(self, error: BaseException) -> None:
+        """Fail the container with ``error`` (``run`` raises it), without a final commit."""
+        self.run_loop.abort(error)
+
+    @property
+    def drain_complete(self) -> bool:
+        """The container stopped because every task drained (not merely stopped)."""
+        return self.run_loop.drain_complete

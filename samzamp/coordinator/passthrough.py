@@ -1,95 +1,31 @@
 """The job coordinator of a job with one processor: that processor owns every task.
 
-Samza's PassthroughJobCoordinator: no election and no other processors, so the job model is what
-the grouper makes of the inputs' partitions, published once at start. The tasks' history (the
-task of each input partition, the changelog partition of each task) is read from the job's
-metadata store, so that a task keeps its changelog partition and, with input expansion, a new
-partition joins an old task (``job_model.job_model``).
+Samza's PassthroughJobCoordinator: no election and no other processors, so the job model is the
+calculator's (``JobModelCalculator``: the inputs' partitions grouped into tasks, given their
+history), published once, within ``start``.
 """
 
 from __future__ import annotations
 
-import logging
+import asyncio
 
-from samzamp.api.envelope import SystemStreamPartition
-from samzamp.api.errors import ConfigError
-from samzamp.config.settings import JobSettings
-from samzamp.coordinator.grouper import task_order
-from samzamp.coordinator.job_model import JobModel, job_model
-from samzamp.coordinator.metadata_store import CoordinatorStreamStore
-from samzamp.coordinator.task_history import (
-    CHANGELOG_NAMESPACE,
-    SSP_NAMESPACE,
-    TaskHistory,
-    read_task_history,
-    record_task_history,
-)
-from samzamp.systems.base import SystemAdmin
+from samzamp.coordinator.job_coordinator import JobCoordinatorListener, ModelCalculator
 
-__all__ = ["PassthroughJobCoordinator", "input_partitions"]
-
-log = logging.getLogger(__name__)
-
-
-def input_partitions(settings: JobSettings, admins: dict[str, SystemAdmin]) -> list[SystemStreamPartition]:
-    """Every partition the job reads, as the admins see them now: each partition of task.inputs and
-    those of task.broadcast.inputs. ConfigError if a broadcast partition does not exist."""
-    task = settings.task
-    ssps: list[SystemStreamPartition] = []
-    for ss in task.inputs:
-        n = admins[ss.system].partition_counts([ss.stream]).get(ss.stream, 0)
-        here = [SystemStreamPartition(ss.system, ss.stream, p) for p in range(n)]
-        missing = sorted(b for b in task.broadcast_inputs if b.system_stream == ss and b.partition >= n)
-        if missing:
-            raise ConfigError(
-                "task.broadcast.inputs",
-                f"names {', '.join(map(str, missing))}, but {ss} has {n} partitions; name partitions that exist",
-            )
-        if ss in task.broadcast_only:
-            here = [s for s in here if s in task.broadcast_inputs]
-        ssps.extend(here)
-    return ssps
+__all__ = ["PassthroughJobCoordinator"]
 
 
 class PassthroughJobCoordinator:
-    """Builds the one job model of a single-processor job; ``record`` keeps its task history."""
+    """A ``JobCoordinator`` that publishes one model, at start, in which this processor runs every task."""
 
-    def __init__(self, settings: JobSettings, admins: dict[str, SystemAdmin], metadata: CoordinatorStreamStore) -> None:
-        self._settings = settings
-        self._admins = admins
-        self._metadata = metadata
-        self._history = TaskHistory()
+    models_while_running = False
 
-    def job_model(self) -> tuple[JobModel, TaskHistory]:
-        """The job model over the inputs' partitions now, and the task history it implies."""
-        st = self._settings
-        known = self._history = read_task_history(
-            self._metadata.namespace(CHANGELOG_NAMESPACE), self._metadata.namespace(SSP_NAMESPACE)
-        )
-        model, history = job_model(
-            st.grouper,
-            input_partitions(st, self._admins),
-            known,
-            expansion=st.input_expansion,
-            factor=st.elasticity_factor,
-            broadcast=st.task.broadcast_inputs,
-        )
-        if known.changelog:
-            for name, task in model.tasks.items():
-                joined = [str(s) for s in task.ssps if s not in known.ssp_tasks]
-                if joined and name in known.changelog:
-                    log.info("%s joined task %r, which keeps its state", ", ".join(joined), name)
-            new = sorted(set(model.tasks) - set(known.changelog), key=task_order)
-            if new:
-                log.info("new tasks %s take changelog partitions %s", new, [history.changelog[n] for n in new])
-        return model, history
+    def __init__(self, calculator: ModelCalculator) -> None:
+        self._calculator = calculator
 
-    def record(self, history: TaskHistory) -> None:
-        """Write what ``history`` adds to the one read by ``job_model`` to the metadata store."""
-        record_task_history(
-            self._metadata.namespace(CHANGELOG_NAMESPACE),
-            self._metadata.namespace(SSP_NAMESPACE),
-            self._history,
-            history,
-        )
-        self._history = history
+    async def start(self, listener: JobCoordinatorListener) -> None:
+        """Compute the job's tasks and have ``listener`` run them all."""
+        model = await asyncio.to_thread(self._calculator.calculate)
+        await listener.on_new_job_model(model)
+
+    async def stop(self) -> None:
+        """Nothing to leave: no other processor waits for this one."""

@@ -13,7 +13,9 @@ Where the record lives is a ``Runs``: for a job of one container, ``StreamRuns``
 stream (this module's ``start_run``/``end_run``); for a standalone job, ``ZkRuns`` in
 ``samzamp.coordinator.zk.runs``, ZooKeeper, where the run is shared by several processors and ends
 only when its last processor ends it. A job's drain notifications live in the same place as its run
-record (``Runs.namespace``), so that a processor and ``samzamp-drain`` look in one place.
+record (``Runs.namespace``), so that a processor and ``samzamp-drain`` look in one place. A tool
+sees that place through a ``RunView`` (``StreamRunView``, or ``ZkRunView`` for a standalone job);
+the job's coordinator factory (``samzamp.coordinator.factory``) says which.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import os
 import socket
 import time
 import uuid
+from collections.abc import Callable
 from typing import Protocol
 
 import msgspec
@@ -33,7 +36,9 @@ __all__ = [
     "RUN_NAMESPACE",
     "RunRecord",
     "RunState",
+    "RunView",
     "Runs",
+    "StreamRunView",
     "StreamRuns",
     "end_run",
     "generate_run_id",
@@ -145,3 +150,50 @@ class StreamRuns:
 
     def close(self) -> None:
         pass
+
+
+class RunView(Protocol):
+    """The job's run as a tool sees it (``samzamp-drain``, the offline jobs), without taking part in it."""
+
+    where: str  # for messages: where the run record and drain notifications live
+
+    def namespace(self, namespace: str) -> MetadataStore:
+        """One namespace of the metadata store that holds the run record (and the drain notifications)."""
+
+    def exists(self) -> bool:
+        """Whether the job ever wrote there."""
+
+    def prepare(self) -> None:
+        """Make it ready for a value to be written (a drain notification)."""
+
+    def members(self) -> int | None:
+        """How many processes run the job's current run now, where that is kept apart from the run
+        record (a standalone job's members); None where only the record tells."""
+
+    def close(self) -> None:
+        """Release what the view holds (connections, clients)."""
+
+
+class StreamRunView:
+    """The run of a job of one container, as its coordinator stream holds it."""
+
+    def __init__(self, stream: CoordinatorStreamStore, close: Callable[[], None] = lambda: None) -> None:
+        """``close``: releases the clients that reach the stream (the caller made them)."""
+        self._stream = stream
+        self._close = close
+        self.where = f"coordinator stream {stream.topic}"
+
+    def namespace(self, namespace: str) -> MetadataStore:
+        return self._stream.namespace(namespace)
+
+    def exists(self) -> bool:
+        return self._stream.exists()
+
+    def prepare(self) -> None:
+        self._stream.create_topic()
+
+    def members(self) -> int | None:
+        return None  # the container is the run: only its record says whether it runs
+
+    def close(self) -> None:
+        self._close()

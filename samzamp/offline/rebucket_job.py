@@ -21,11 +21,11 @@ from samzamp.commit.topic_checkpoint import TopicCheckpointManager
 from samzamp.config.config import Config
 from samzamp.config.schema import check_keys
 from samzamp.config.settings import JobSettings
+from samzamp.coordinator.factory import job_coordinator_factory
 from samzamp.coordinator.grouper import task_order
 from samzamp.coordinator.metadata_store import CoordinatorStreamStore
-from samzamp.coordinator.run_id import RUN_NAMESPACE, RunState, read_current_run
+from samzamp.coordinator.run_id import RUN_NAMESPACE, RunState, StreamRunView, read_current_run
 from samzamp.coordinator.task_history import CHANGELOG_NAMESPACE, SSP_NAMESPACE, TaskHistory, record_task_history
-from samzamp.extras import ZOOKEEPER, require
 from samzamp.offline.changelog import ChangelogSource
 from samzamp.offline.job import (
     OfflineError,
@@ -147,22 +147,23 @@ def check_not_running(settings: JobSettings) -> None:
     pid, or on another host (which cannot be checked from here). A container that died without saying
     so (its pid is gone) does not count. A standalone job runs while a processor is registered in
     ZooKeeper as a member of its run (its node goes with its session)."""
-    if settings.zk is not None:
-        _check_no_processor(settings)
+    # Where the run is kept is the job's coordinator factory's choice: a standalone job's on ZooKeeper.
+    view = job_coordinator_factory(settings).run_view(lambda: _coordinator_stream(settings))
+    if view is None:
         return
-    system = settings.coordinator_system
-    if not settings.systems[system].kind.offline:
-        return
-    admin = KafkaSystemAdmin(kafka_clients(settings, system, "read the job's coordinator stream"))
-    if settings.coordinator_topic not in admin.partition_counts([settings.coordinator_topic]):
-        return
-    producer = KafkaSystemProducer(kafka_clients(settings, system, "read the job's coordinator stream"))
     try:
-        run = read_current_run(
-            CoordinatorStreamStore(admin, producer, settings.coordinator_topic).namespace(RUN_NAMESPACE)
-        )
+        members = view.members()
+        if members is not None:  # who runs the job is kept apart from its record
+            if members:
+                raise JobRunningError(
+                    f"job {settings.name}-{settings.id} is running ({members} processor(s) registered in "
+                    f"{view.where}); stop them (SIGTERM) and run this again: a processor writing while its state "
+                    "is re-bucketed would lose that state"
+                )
+            return
+        run = read_current_run(view.namespace(RUN_NAMESPACE))
     finally:
-        producer.stop()
+        view.close()
     if run is None or run.state is not RunState.RUNNING:
         return
     here = run.host == socket.gethostname()
@@ -179,23 +180,16 @@ def check_not_running(settings: JobSettings) -> None:
     )
 
 
-def _check_no_processor(settings: JobSettings) -> None:
-    assert settings.zk is not None
-    require(ZOOKEEPER)
-    from samzamp.coordinator.zk.keys import ZkKeys  # imports kazoo
-    from samzamp.coordinator.zk.runs import ZkRunView
-
-    view = ZkRunView.open(settings.zk, ZkKeys(settings.name, settings.id))
-    try:
-        members = view.members()
-    finally:
-        view.close()
-    if members:
-        raise JobRunningError(
-            f"job {settings.name}-{settings.id} is running ({members} processor(s) registered in {view.where}); "
-            "stop them (SIGTERM) and run this again: a processor writing while its state is re-bucketed would "
-            "lose that state"
-        )
+def _coordinator_stream(settings: JobSettings) -> StreamRunView | None:
+    """The job's coordinator stream, None when there is none to read (in memory, or never created)."""
+    system = settings.coordinator_system
+    if not settings.systems[system].kind.offline:
+        return None
+    admin = KafkaSystemAdmin(kafka_clients(settings, system, "read the job's coordinator stream"))
+    if settings.coordinator_topic not in admin.partition_counts([settings.coordinator_topic]):
+        return None
+    producer = KafkaSystemProducer(kafka_clients(settings, system, "read the job's coordinator stream"))
+    return StreamRunView(CoordinatorStreamStore(admin, producer, settings.coordinator_topic), producer.stop)
 
 
 def _alive(pid: int) -> bool:

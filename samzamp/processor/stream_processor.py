@@ -1,19 +1,22 @@
 """StreamProcessor: one processor of a job, for as long as its process lives.
 
 It owns what outlasts any one job model: the systems (and the embedded broker), the worker
-processes, the metrics and their reporter, its part of the job's run (``Runs``: the coordinator
-stream, or ZooKeeper for a standalone job, where the processors share one run), the drain monitor,
-signal handling and the job coordinator. The coordinator publishes job models; the
-processor's ``SamzaContainer`` applies each (``SamzaContainer.apply``). With the passthrough
-coordinator (one processor owns every task) there is one model, published at start.
+processes, the metrics and their reporter, its part of the job's run (``Runs``), the drain monitor,
+signal handling and the job coordinator. It gets the coordinator, and where the run is kept, from
+the ``JobCoordinatorFactory`` that job.coordinator.factory names (``samzamp.coordinator.factory``),
+and never asks which it has: the coordinator decides the job models and its listener
+(``ContainerListener``) applies each to the processor's ``SamzaContainer``. When the coordinator
+loses this processor's membership (``MembershipExpired``), the processor abandons its tasks and
+joins again with a new container and a new coordinator.
 
 Start, in Samza's order: config warnings -> worker processes spawned (they import while this
-process connects) -> systems -> missing topics created -> run id published -> job model (from the
-inputs and the task history in the metadata store) -> changelog topics created or checked -> the
-task history recorded -> container started (checkpoints read, stores restored, tasks init'ed) -> drain
-monitor -> run loop. Stop: final commit (by the run loop) -> tasks closed, in this process and in
-the workers -> how the run ended recorded (after a drain, its notifications deleted) -> producers
-flushed and stopped -> embedded broker stopped.
+process connects) -> systems -> missing topics created -> run id published -> container made ->
+coordinator started: each job model computed (``JobModelCalculator``: from the inputs and the task
+history in the metadata store; changelog topics created or checked; the task history recorded) and
+applied (checkpoints read, stores restored, tasks init'ed) -> drain monitor -> run loop. Stop:
+final commit (by the run loop) -> tasks closed, in this process and in the workers -> the
+coordinator left -> how the run ended recorded (after a drain, its notifications deleted) ->
+producers flushed and stopped -> embedded broker stopped.
 """
 
 from __future__ import annotations
@@ -24,7 +27,6 @@ import logging
 import os
 import signal
 import time
-from typing import TYPE_CHECKING
 
 from samzamp.api.task import AsyncStreamTask
 from samzamp.commit.elasticity import check_state_factor, starting_checkpoints
@@ -33,22 +35,20 @@ from samzamp.config.settings import JobSettings
 from samzamp.config.validate import load_task_class
 from samzamp.container.container import SamzaContainer
 from samzamp.container.run_loop import RunLoop
+from samzamp.coordinator.factory import job_coordinator_factory
+from samzamp.coordinator.job_coordinator import JobCoordinator, JobCoordinatorFactory, MembershipExpired
 from samzamp.coordinator.job_model import JobModel
+from samzamp.coordinator.job_model_calculator import JobModelCalculator
 from samzamp.coordinator.metadata_store import CoordinatorStreamStore
-from samzamp.coordinator.passthrough import PassthroughJobCoordinator
-from samzamp.coordinator.run_id import RunRecord, Runs, RunState, StreamRuns
-from samzamp.coordinator.zk.errors import ZkSessionExpired
+from samzamp.coordinator.run_id import RunRecord, Runs, RunState
 from samzamp.dispatch.process.pool import WorkerPool
 from samzamp.drain.monitor import DrainMonitor
 from samzamp.drain.notification import DRAIN_NAMESPACE, cleanup
-from samzamp.extras import ZOOKEEPER, require
 from samzamp.gc_freeze import freeze_start_up
 from samzamp.metrics.registry import MetricsRegistry
+from samzamp.processor.listener import ContainerListener
 from samzamp.processor.systems import Systems
 from samzamp.systems.inmemory.system import InMemoryStreams
-
-if TYPE_CHECKING:
-    from samzamp.processor.standalone import Standalone
 
 __all__ = ["StreamProcessor"]
 
@@ -78,7 +78,7 @@ class StreamProcessor:
         self.runs: Runs | None = None  # where this processor's run is recorded
         self.run_record: RunRecord | None = None
         self.drain_monitor: DrainMonitor | None = None
-        self.standalone: Standalone | None = None  # this processor's membership of a standalone job
+        self.coordinator: JobCoordinator | None = None  # this processor's membership of its job
         self.drained = False  # the run ended with a drain
         self._freeze_gc = freeze_gc_after_start
         self._unconfigured_sends_to = unconfigured_sends_to
@@ -98,8 +98,11 @@ class StreamProcessor:
         """Stop: a running container finishes its in-flight work and commits; during start-up,
         start-up is abandoned (``run`` returns without a final commit: nothing was processed)."""
         self._stop_requested = True
-        if self.container is not None and (self.container.tasks or self.standalone is not None):
-            self.container.run_loop.request_shutdown()
+        container, coordinator = self.container, self.coordinator
+        if container is not None and (
+            container.tasks or (coordinator is not None and coordinator.models_while_running)
+        ):
+            container.request_shutdown()
         elif self._main is not None:
             self._main.cancel()
         # Else run() has not begun: it stops once started (see _run).
@@ -149,8 +152,8 @@ class StreamProcessor:
         for warning in st.warnings:
             log.warning("%s", warning)
         task_class = load_task_class(st.task.task_class)
-        if st.zk is not None:  # before anything starts: standalone mode needs its ZooKeeper client
-            require(ZOOKEEPER)
+        # Before anything starts: a coordinator may need an extra (zk: its ZooKeeper client).
+        coordinators = job_coordinator_factory(st)
         if st.pool_size >= 2 and issubclass(task_class, AsyncStreamTask):
             log.info(
                 "job.container.thread.pool.size applies to synchronous tasks; this AsyncStreamTask runs on the loop"
@@ -171,21 +174,21 @@ class StreamProcessor:
             )
             await asyncio.to_thread(systems.create_streams)
             await asyncio.to_thread(checkpoints.create_topic)
-            metadata = await self._start_run()
-            coordinator = PassthroughJobCoordinator(st, systems.admins, metadata)
-            model = JobModel(0, {})
-            if st.zk is None:
-                model, history = await asyncio.to_thread(coordinator.job_model)
+            metadata = await self._start_run(coordinators)
+            calculator = JobModelCalculator(
+                st,
+                systems.admins,
+                metadata,
                 # A change of job.elasticity.factor the checkpoints cannot follow stops here, before a
                 # changelog is created for the new tasks or their partitions are recorded.
-                await asyncio.to_thread(self._check_factor, model, checkpoints)
-                await asyncio.to_thread(systems.create_changelogs, model, history)
-                await asyncio.to_thread(coordinator.record, history)  # before a task writes to its changelog partition
+                lambda model: self._check_factor(model, checkpoints),
+                systems.create_changelogs,
+            )
             while True:
                 try:
-                    container = await self._run_container(task_class, checkpoints, coordinator, model, started)
+                    container = await self._run_container(task_class, checkpoints, coordinators, calculator, started)
                     break
-                except ZkSessionExpired as e:
+                except MembershipExpired as e:
                     # Its tasks were abandoned without a commit (the loop aborted, its workers are
                     # killed): their next owners start from their last checkpoints. Join again as
                     # a new member, with fresh workers.
@@ -194,7 +197,7 @@ class StreamProcessor:
                         self.pool.kill()
                         self._spawn_pool(task_class)
                     started = time.monotonic()
-            self.drained = container.run_loop.drain_complete
+            self.drained = container.drain_complete
             if self.drained:
                 await self._finish_drain()
             else:
@@ -215,12 +218,12 @@ class StreamProcessor:
         self,
         task_class: type,
         checkpoints: TopicCheckpointManager,
-        coordinator: PassthroughJobCoordinator,
-        model: JobModel,
+        coordinators: JobCoordinatorFactory,
+        calculator: JobModelCalculator,
         started: float,
     ) -> SamzaContainer:
-        """Run a container until it stops: ``model``'s tasks, or in a standalone job the tasks of
-        the versions ZooKeeper publishes. Raises ZkSessionExpired when the processor must rejoin."""
+        """Run a container until it stops, with the tasks of the models a new coordinator decides.
+        Raises MembershipExpired when the processor must join again."""
         st, systems, loop = self.settings, self.systems, asyncio.get_running_loop()
         if self.pool is not None:
             await self.pool.start(systems.worker_config())
@@ -235,27 +238,15 @@ class StreamProcessor:
             pool=self.pool,
             unconfigured_sends_to=self._unconfigured_sends_to,
         )
-        if st.zk is None:
-            await container.start(model)
-        else:  # the tasks come with the versions the job's leader publishes
-            from samzamp.processor.standalone import Standalone  # imports kazoo (there: checked in _run)
-
-            self.standalone = Standalone(
-                st,
-                systems,
-                coordinator,
-                container,
-                lambda m: self._check_factor(m, checkpoints),
-                self.metrics,
-            )
-            await self.standalone.start()
+        coordinator = self.coordinator = coordinators.coordinator(calculator, self.metrics)
+        await coordinator.start(ContainerListener(container, self.pool))
         self.metrics.gauge("SamzaContainerMetrics", "container-startup-time").set(round(time.monotonic() - started, 3))
-        await self._start_drain_monitor(container.run_loop)
+        await self._start_drain_monitor(container)
         if self._freeze_gc:
             self._freeze_gc = False  # once per process
             freeze_start_up()  # before the fetch thread starts: no buffered message is frozen
         if self._stop_requested:  # a signal during start-up: stop before processing anything
-            container.run_loop.request_shutdown()
+            container.request_shutdown()
         reporter = loop.create_task(self._report_metrics()) if st.metrics_log_interval_ms > 0 else None
         try:
             await container.run()
@@ -264,9 +255,8 @@ class StreamProcessor:
                 reporter.cancel()
             if self.drain_monitor is not None:
                 self.drain_monitor.stop()
-            if self.standalone is not None:
-                # Only now, with every task stopped and committed, may their next owners start them.
-                await self.standalone.stop()
+            # Only now, with every task stopped and committed, may their next owners start them.
+            await coordinator.stop()
         if self.pool is not None:
             await self.pool.stop()  # closes every task in its worker
         return container
@@ -287,11 +277,12 @@ class StreamProcessor:
         check_state_factor(model.tasks.values(), last, st.logged_stores)
         starting_checkpoints(model.tasks.values(), last, st.reset_inputs())
 
-    async def _start_run(self) -> CoordinatorStreamStore:
+    async def _start_run(self, coordinators: JobCoordinatorFactory) -> CoordinatorStreamStore:
         """Create the coordinator stream and join the job's run; the stream.
 
-        The run of a job of one container is recorded in its coordinator stream; a standalone job's
-        in ZooKeeper, where its processors share one run (``samzamp.coordinator.zk.runs``)."""
+        Where the run is recorded is the coordinator factory's choice: a job of one container's in
+        its coordinator stream, a standalone job's in ZooKeeper, where its processors share one run
+        (``ZkRuns``)."""
         st = self.settings
         system = st.coordinator_system
         # Metadata writes happen at start and at the end, never while checkpoints are written.
@@ -302,14 +293,7 @@ class StreamProcessor:
             st.coordinator_replication_factor,
         )
         await asyncio.to_thread(metadata.create_topic)
-        if st.zk is None:
-            runs: Runs = StreamRuns(metadata)
-        else:
-            from samzamp.coordinator.zk.keys import ZkKeys  # imports kazoo (there: checked in _run)
-            from samzamp.coordinator.zk.runs import ZkRuns
-
-            runs = await asyncio.to_thread(ZkRuns.open, st.zk, ZkKeys(st.name, st.id))
-        self.runs = runs
+        runs = self.runs = await asyncio.to_thread(coordinators.runs, metadata)
         record, how = await asyncio.to_thread(runs.start, st.run_id)
         self.run_record = record
         self.metrics.gauge("SamzaContainerMetrics", "run-id").set(record.run_id)
@@ -333,7 +317,7 @@ class StreamProcessor:
             log.info("run %s %s", run_id, why)
         return others
 
-    async def _start_drain_monitor(self, run_loop: RunLoop) -> None:
+    async def _start_drain_monitor(self, container: SamzaContainer) -> None:
         st = self.settings
         if not st.drain_monitor_enabled or self.runs is None or self.run_record is None:
             return
@@ -341,7 +325,7 @@ class StreamProcessor:
             self.runs.namespace(DRAIN_NAMESPACE),
             self.run_record.run_id,
             st.drain_monitor_poll_ms,
-            lambda n: run_loop.drain(n.uuid),
+            lambda n: container.drain(n.uuid),
         )
         await self.drain_monitor.start()
 

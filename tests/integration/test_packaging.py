@@ -128,8 +128,8 @@ for name in names:
         need_kazoo.append(name)
 print(samzamp.__file__, samzamp.__version__, len(names), ",".join(need_kazoo))
 """
-# The modules that may need kazoo: the ZooKeeper parts and the processor's standalone glue.
-KAZOO_MODULES = ("samzamp.coordinator.zk.", "samzamp.processor.standalone")
+# The modules that may need kazoo: the ZooKeeper parts.
+KAZOO_MODULES = ("samzamp.coordinator.zk.",)
 
 
 def _assert_installed(venv: Venv) -> None:

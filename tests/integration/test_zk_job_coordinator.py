@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 
 from samzamp.config.standalone import ZkSettings
-from samzamp.coordinator.container_grouper import group_by_container_ids
 from samzamp.coordinator.job_model import ContainerModel, JobModel, TaskModel
 from samzamp.coordinator.zk import job_models
 from samzamp.coordinator.zk.client import connect
@@ -31,33 +31,36 @@ class Member:
         self.applied = asyncio.Event()
         self._log = log
         settings = ZkSettings(connect=connect, session_timeout_ms=3000, debounce_ms=200, consensus_timeout_ms=20000)
-        self.coordinator = ZkJobCoordinator(
-            settings, ZkKeys(job, "1"), pid, f"loc-{pid}", self.calculate, self, MetricsRegistry()
-        )
+        self.coordinator = ZkJobCoordinator(settings, ZkKeys(job, "1"), pid, f"loc-{pid}", self, MetricsRegistry())
 
-    async def calculate(self, processors: dict[str, str], previous: JobModel | None, _loc: dict[str, str]) -> JobModel:
-        owners = previous.owners() if previous is not None else {}
-        groups = group_by_container_ids(TASKS, processors, previous_owner=owners)
-        return JobModel(0, TASKS, {p: ContainerModel(p, processors[p], tuple(ts)) for p, ts in groups.items()})
+    def calculate(self) -> JobModel:
+        """The job's tasks; the leader groups them onto its processors itself."""
+        return JobModel(1, TASKS)
 
-    async def release(self, version: int, model: JobModel) -> bool:
+    async def on_job_model_expired(self, model: JobModel) -> list[str] | None:
         leaving = self.running - set(model.tasks)
         if leaving:
             await asyncio.sleep(RELEASE_S)
             self.running -= leaving
             self._log.append((time.monotonic(), "stopped", self.pid, frozenset(leaving)))
-        return True
+        return sorted(leaving)
 
-    async def apply(self, version: int, model: JobModel) -> bool:
+    async def on_new_job_model(self, model: JobModel) -> list[str] | None:
         arriving = set(model.tasks) - self.running
         self._log.append((time.monotonic(), "started", self.pid, frozenset(arriving)))
         self.running = frozenset(model.tasks)
-        self.versions.append(version)
+        self.versions.append(model.generation)  # the version the coordinator published
         self.applied.set()
-        return True
+        return sorted(arriving)
 
-    def failed(self, error: BaseException) -> None:
+    def on_coordinator_failure(self, error: BaseException) -> None:
         self.errors.append(error)
+
+    def fence(self, lease_valid: Callable[[], bool]) -> None:
+        pass
+
+    def on_lease(self, until: float) -> None:
+        pass
 
 
 async def _until(cond, within_s: float, what: str) -> None:
@@ -73,9 +76,9 @@ def test_a_task_starts_at_its_new_owner_only_after_its_old_owner_stopped_it(zook
         log: list[tuple[float, str, str, frozenset[str]]] = []
         a = Member(zookeeper.connect_string, f"proto-{unique}", "a", log)
         b = Member(zookeeper.connect_string, f"proto-{unique}", "b", log)
-        await a.coordinator.start()
+        await a.coordinator.start(a)
         await _until(lambda: a.running == set(TASKS), 30, "a to run every task")
-        await b.coordinator.start()
+        await b.coordinator.start(b)
         await _until(lambda: len(a.running) == 3 and len(b.running) == 3, 30, "a and b to share the tasks")
         await b.coordinator.stop()
         await _until(lambda: a.running == set(TASKS), 30, "a to run every task again")
@@ -123,14 +126,14 @@ def test_a_processor_restarted_under_the_same_id_waits_for_a_version_of_its_own(
         log: list[tuple[float, str, str, frozenset[str]]] = []
         job = f"again-{unique}"
         leader = Member(zookeeper.connect_string, job, "leader", log)
-        await leader.coordinator.start()
+        await leader.coordinator.start(leader)
         first = Member(zookeeper.connect_string, job, "x", log)
-        await first.coordinator.start()
+        await first.coordinator.start(first)
         await _until(lambda: len(first.running) == 3, 30, "x to run its share")
         before = first.versions[-1]
         await first.coordinator.stop()  # its node goes at once; a new one with its id comes at once
         again = Member(zookeeper.connect_string, job, "x", log)
-        await again.coordinator.start()
+        await again.coordinator.start(again)
         await _until(lambda: len(again.running) == 3, 30, "the new x to run its share")
         await again.coordinator.stop()
         await leader.coordinator.stop()

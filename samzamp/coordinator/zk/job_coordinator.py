@@ -1,5 +1,6 @@
 """The job coordinator of a standalone job (Samza's ZkJobCoordinator): ZooKeeper decides which
-processor runs which tasks, and every processor follows the versions it publishes.
+processor runs which tasks, and every processor follows the versions it publishes. It is the
+``JobCoordinator`` that job.coordinator.factory = zk gives a processor (``samzamp.coordinator.job_coordinator``).
 
 Each processor registers (``registry``); the one with the lowest sequence leads. Every processor
 watches the list of processors, so when the leader goes, the next in line knows at once that it now
@@ -7,23 +8,27 @@ leads (each watches the whole list rather than only its predecessor, as Samza do
 change wakes is a handful of processors).
 
 The leader, ``job.debounce.time.ms`` after the last change of the list: reads the processors and
-the task locality, has the processor compute the job model (``Calculate``: tasks from the inputs,
-grouped onto the processors), and publishes it as the next version with its barrier
+the task locality, computes the job's tasks (``ModelCalculator``: from the inputs and the task
+history, as for a one-processor job), groups them onto the processors (``group_by_container_ids``:
+minimal movement, host affinity), and publishes it as the next version with its barrier
 (``job_models.publish``), each container naming the registration it was computed for. When every
 processor of the model joined the barrier it writes DONE; if ``job.coordinator.zk.consensus.timeout.ms``
 passes first, TIMED_OUT, and it tries again after the debounce time.
 
-Every processor, on a new version: stops the tasks it gives up (``Listener.release``; in-flight work
-finished, final commit, stores closed), then joins the barrier; on DONE it starts its new tasks
-(``Listener.apply``) and writes the locality of its own tasks (only its own, as SAMZA-2632 says). A
+Every processor, on a new version: stops the tasks it gives up (``on_job_model_expired``; in-flight
+work finished, final commit, stores closed), then joins the barrier; on DONE it starts its new tasks
+(``on_new_job_model``) and writes the locality of its own tasks (only its own, as SAMZA-2632 says). A
 version superseded before its barrier completed is dropped for the newer one, and a version computed
-for an earlier registration of the same processor id is not this processor's to run.
+for an earlier registration of the same processor id is not this processor's to run. The pause
+of a rebalance, from a version's arrival to its tasks started, is the gauge
+``last-rebalance-pause-ms``.
 
 Everything runs on the processor's event loop, one event at a time; kazoo's callbacks (its own
 threads) only queue events, and blocking ZooKeeper calls run in a thread (an event that meets a
 dropped connection is handled again). The session: a heartbeat keeps a lease (``lease_valid``), the
-time within which the session is known to be alive, and the processor processes only inside it. An
-expired session fails the processor with ``ZkSessionExpired`` (``Listener.failed``): it abandons its
+time within which the session is known to be alive, and the processor processes only inside it
+(``JobCoordinatorListener.fence``, ``on_lease``). An expired session fails the processor with
+``ZkSessionExpired``, a ``MembershipExpired`` (``on_coordinator_failure``): it abandons its
 tasks without a commit, since another processor may own them by then, and joins again; a
 disconnection longer than the session timeout fails it with ``ZkSessionError``: it stops.
 """
@@ -35,7 +40,7 @@ import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any, Protocol
+from typing import Any
 
 import msgspec
 from kazoo.client import KazooClient, KazooState
@@ -50,7 +55,10 @@ from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
 from samzamp.api.errors import SystemFailureError
 from samzamp.config.standalone import ZkSettings
-from samzamp.coordinator.job_model import JobModel
+from samzamp.coordinator.container_grouper import group_by_container_ids
+from samzamp.coordinator.grouper import task_order
+from samzamp.coordinator.job_coordinator import JobCoordinatorListener, ModelCalculator
+from samzamp.coordinator.job_model import ContainerModel, JobModel
 from samzamp.coordinator.zk import job_models
 from samzamp.coordinator.zk.barrier import BarrierState, complete_if_joined, join, time_out
 from samzamp.coordinator.zk.client import connect
@@ -59,7 +67,7 @@ from samzamp.coordinator.zk.keys import ZkKeys, decode_name, ensure_root
 from samzamp.coordinator.zk.registry import leader_of, read_processors, register
 from samzamp.metrics.registry import MetricsRegistry
 
-__all__ = ["Calculate", "Listener", "ZkJobCoordinator"]
+__all__ = ["METRICS_GROUP", "ZkJobCoordinator"]
 
 log = logging.getLogger(__name__)
 
@@ -67,29 +75,11 @@ METRICS_GROUP = "ZkJobCoordinatorMetrics"
 RETRY_S = 0.2  # before an event that met a dropped connection is handled again
 LEASE_SHARE = 2 / 3  # of the session timeout after a heartbeat's send that processing may go on
 
-# processors (id -> location id), the latest published model, task locality (task -> location id)
-Calculate = Callable[[dict[str, str], JobModel | None, dict[str, str]], Awaitable[JobModel]]
-
-
-class Listener(Protocol):
-    """The processor's side: what it does with each version."""
-
-    async def release(self, version: int, model: JobModel) -> bool:
-        """Stop every running task that ``model`` (this processor's part of ``version``) does not
-        keep unchanged, finishing its work and committing; before the barrier is joined. False
-        when the processor is stopping: it must not join (its tasks are still being committed,
-        and its leaving makes the leader compute a version without it)."""
-
-    async def apply(self, version: int, model: JobModel) -> bool:
-        """Run exactly ``model``'s tasks (this processor's part of ``version``): the barrier is DONE.
-        False when the processor is stopping and took none of them."""
-
-    def failed(self, error: BaseException) -> None:
-        """The coordinator cannot go on: stop the processor with ``error``."""
-
 
 class ZkJobCoordinator:
     """One processor's membership of a standalone job. ``start`` registers it; ``stop`` leaves."""
+
+    models_while_running = True
 
     def __init__(
         self,
@@ -97,16 +87,15 @@ class ZkJobCoordinator:
         keys: ZkKeys,
         processor_id: str,
         location_id: str,
-        calculate: Calculate,
-        listener: Listener,
+        calculator: ModelCalculator,
         metrics: MetricsRegistry,
     ) -> None:
         self._zk = settings
         self._keys = keys
         self.processor_id = processor_id
         self.location_id = location_id
-        self._calculate = calculate
-        self._listener = listener
+        self._calculator = calculator
+        self._listener: JobCoordinatorListener | None = None  # from start on
         self._client: KazooClient | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._events: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
@@ -124,17 +113,21 @@ class ZkJobCoordinator:
         self.m_version = metrics.gauge(METRICS_GROUP, "job-model-version")
         self.m_rebalances = metrics.counter(METRICS_GROUP, "rebalances")
         self.m_leader = metrics.gauge(METRICS_GROUP, "is-leader")
+        self._m_pause_ms = metrics.gauge(METRICS_GROUP, "last-rebalance-pause-ms")
+        self._paused_since: float | None = None  # this rebalance's first release, until its apply
+        self._lost: list[str] = []  # released since the last apply, over superseded versions too
         # Until when this processor may process: a heartbeat that found its node alive in its own
         # session at ``sent`` proves the session cannot expire before ``sent`` + the session
         # timeout; LEASE_SHARE of that leaves room for clocks and a server that granted less.
         self._lease_until = 0.0
         self._heartbeat: asyncio.Task[None] | None = None
-        # Told each new end of the lease (monotonic s; 0: none): the processor fences its workers.
-        self.on_lease: Callable[[float], None] | None = None
 
     # -- lifetime -------------------------------------------------------------------------------
-    async def start(self) -> None:
-        """Connect, register and watch; the first version arrives through the listener."""
+    async def start(self, listener: JobCoordinatorListener) -> None:
+        """Connect, register and watch; the first version arrives through ``listener``, which from
+        now on processes only while the session is known alive."""
+        self._listener = listener
+        listener.fence(self.lease_valid)
         self._loop = asyncio.get_running_loop()
         zk, keys = self._zk, self._keys
         client: KazooClient = await asyncio.to_thread(
@@ -237,7 +230,7 @@ class ZkJobCoordinator:
     async def _fail(self, error: BaseException) -> None:
         if not self._stopping:
             self._stopping = True
-            self._listener.failed(error)
+            self._listening().on_coordinator_failure(error)
 
     async def _on_processors(self, children: list[str]) -> None:
         leading = leader_of(children) == self.node
@@ -299,6 +292,22 @@ class ZkJobCoordinator:
         ChildrenWatch(client, keys.barrier_participants(version), functools.partial(self._participants, version))
         await asyncio.to_thread(job_models.cleanup, client, keys, version)
 
+    async def _calculate(
+        self, processors: dict[str, str], previous: JobModel | None, locality: dict[str, str]
+    ) -> JobModel:
+        """The job's tasks now, grouped onto ``processors`` (id -> location id), given the latest
+        published model and the task locality (task -> location id)."""
+        model = await asyncio.to_thread(self._calculator.calculate)
+        groups = group_by_container_ids(
+            model.tasks,
+            processors,
+            previous_owner=previous.owners() if previous is not None else {},
+            task_locality=locality,
+            host_affinity=self._zk.host_affinity,
+        )
+        containers = {pid: ContainerModel(pid, processors[pid], tuple(tasks)) for pid, tasks in groups.items()}
+        return JobModel(0, model.tasks, containers)
+
     def _participants(self, version: int, _children: list[str]) -> bool:
         self._post("participants", version)
         return not self._stopping and version == self._published
@@ -341,9 +350,13 @@ class ZkJobCoordinator:
         self._seen = version
         self._current = model
         mine = model.of_processor(self.processor_id, version)
-        if not await self._listener.release(version, mine):
+        if self._paused_since is None:  # a version superseding one not applied yet: the same pause
+            self._paused_since = time.monotonic()
+        released = await self._listening().on_job_model_expired(mine)
+        if released is None:
             log.info("job model version %d: not joining its barrier, this processor is stopping", version)
             return
+        self._lost += released
         if not await asyncio.to_thread(join, client, keys, version, self.processor_id):
             return  # the barrier is gone: a newer version replaced it
         self._joined = version
@@ -369,12 +382,35 @@ class ZkJobCoordinator:
         model, self._current = self._current, None
         mine = model.of_processor(self.processor_id, version)
         client, keys = self._client_or_fail(), self._keys
-        if await self._listener.apply(version, mine):  # a stopping processor took nothing: no locality
+        gained = await self._listening().on_new_job_model(mine)
+        if gained is not None:  # a stopping processor took nothing: no locality
+            self._applied(version, mine, gained)
             await asyncio.to_thread(_write_locality, client, keys, list(mine.tasks), self.location_id)
         if self.leader:
             await asyncio.to_thread(job_models.set_active_version, client, keys, version)
         self.m_version.set(version)
         self.m_rebalances.count += 1
+
+    def _applied(self, version: int, mine: JobModel, gained: list[str]) -> None:
+        """The end of a rebalance for this processor: how long it paused, what it gained and lost."""
+        since, self._paused_since = self._paused_since, None
+        paused_ms = (time.monotonic() - since) * 1000 if since is not None else 0.0
+        self._m_pause_ms.set(round(paused_ms))
+        lost, self._lost = self._lost, []
+        log.info(
+            "job model version %d applied by processor %s: %d tasks; gained %s; lost %s; paused %.0f ms",
+            version,
+            self.processor_id,
+            len(mine.tasks),
+            sorted(gained, key=task_order) or "none",
+            lost or "none",
+            paused_ms,
+        )
+
+    def _listening(self) -> JobCoordinatorListener:
+        if self._listener is None:
+            raise RuntimeError(f"processor {self.processor_id}: the ZooKeeper coordinator was not started")
+        return self._listener
 
     # -- the session ----------------------------------------------------------------------------
     def lease_valid(self) -> bool:
@@ -398,8 +434,8 @@ class ZkJobCoordinator:
 
     def _set_lease(self, until: float) -> None:
         self._lease_until = until
-        if self.on_lease is not None:
-            self.on_lease(until)
+        if self._listener is not None:
+            self._listener.on_lease(until)
 
     async def _on_session_state(self, state: str) -> None:
         assert self._loop is not None

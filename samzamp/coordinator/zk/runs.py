@@ -229,7 +229,7 @@ class ZkRuns:
 
 
 class ZkRunView:
-    """A standalone job's run as a tool (``samzamp-drain``) sees it, without taking part in it."""
+    """A standalone job's run as a tool (``samzamp-drain``) sees it, without taking part in it (a ``RunView``)."""
 
     def __init__(self, client: KazooClient, keys: ZkKeys) -> None:
         """``client``: owned from now on (``close`` stops it)."""
@@ -248,6 +248,9 @@ class ZkRunView:
     def exists(self) -> bool:
         """Whether a processor of the job ever started (its root exists)."""
         return self._client.exists(self._keys.root) is not None
+
+    def prepare(self) -> None:
+        pass  # a value's znode is created with its parents
 
     def members(self) -> int:
         """How many processors run the job's current run now."""

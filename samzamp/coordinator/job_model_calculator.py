@@ -1,0 +1,126 @@
+"""The job's tasks over its inputs now, made ready to run (Samza's JobModelCalculator), for
+every coordinator: the passthrough coordinator's one model and each model the ZooKeeper leader
+publishes (which then groups the tasks onto its processors).
+
+``calculate`` runs four steps, in this order:
+
+1. the tasks: what the grouper makes of the inputs' partitions, given the task history read from
+   the job's metadata store (so a task keeps its changelog partition and, with input expansion, a
+   new partition joins an old task: ``job_model.job_model``);
+2. the check that the tasks can start from the job's checkpoints (a change of job.elasticity.factor
+   they cannot follow stops here, before anything is created or recorded);
+3. the changelog topics created, or checked to have a partition for every task;
+4. the task history recorded, before any task writes to the changelog partition it assigns.
+
+Steps 2 and 3 belong to the layers above (the checkpoints, the processor's systems), so they
+are handed in.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from samzamp.api.envelope import SystemStreamPartition
+from samzamp.api.errors import ConfigError
+from samzamp.config.settings import JobSettings
+from samzamp.coordinator.grouper import task_order
+from samzamp.coordinator.job_model import JobModel, job_model
+from samzamp.coordinator.metadata_store import CoordinatorStreamStore
+from samzamp.coordinator.task_history import (
+    CHANGELOG_NAMESPACE,
+    SSP_NAMESPACE,
+    TaskHistory,
+    read_task_history,
+    record_task_history,
+)
+from samzamp.systems.base import SystemAdmin
+
+__all__ = ["JobModelCalculator", "input_partitions"]
+
+log = logging.getLogger(__name__)
+
+
+def input_partitions(settings: JobSettings, admins: dict[str, SystemAdmin]) -> list[SystemStreamPartition]:
+    """Every partition the job reads, as the admins see them now: each partition of task.inputs and
+    those of task.broadcast.inputs. ConfigError if a broadcast partition does not exist."""
+    task = settings.task
+    ssps: list[SystemStreamPartition] = []
+    for ss in task.inputs:
+        n = admins[ss.system].partition_counts([ss.stream]).get(ss.stream, 0)
+        here = [SystemStreamPartition(ss.system, ss.stream, p) for p in range(n)]
+        missing = sorted(b for b in task.broadcast_inputs if b.system_stream == ss and b.partition >= n)
+        if missing:
+            raise ConfigError(
+                "task.broadcast.inputs",
+                f"names {', '.join(map(str, missing))}, but {ss} has {n} partitions; name partitions that exist",
+            )
+        if ss in task.broadcast_only:
+            here = [s for s in here if s in task.broadcast_inputs]
+        ssps.extend(here)
+    return ssps
+
+
+class JobModelCalculator:
+    """Computes the job's tasks and keeps their history in the job's metadata store. Blocking;
+    one ``calculate`` at a time."""
+
+    def __init__(
+        self,
+        settings: JobSettings,
+        admins: dict[str, SystemAdmin],
+        metadata: CoordinatorStreamStore,
+        check: Callable[[JobModel], None],
+        create_changelogs: Callable[[JobModel, TaskHistory], None],
+    ) -> None:
+        """``check`` raises (ConfigError naming the key) when the tasks of a model cannot start from
+        the job's checkpoints; ``create_changelogs`` creates or checks the changelog topics for a
+        model and the history it implies."""
+        self._settings = settings
+        self._admins = admins
+        self._metadata = metadata
+        self._check = check
+        self._create_changelogs = create_changelogs
+        self._history = TaskHistory()
+
+    def calculate(self) -> JobModel:
+        """The job's tasks now, ready to run (the four steps of the module docstring)."""
+        model, history = self._tasks()
+        self._check(model)
+        self._create_changelogs(model, history)
+        self._record(history)
+        return model
+
+    def _tasks(self) -> tuple[JobModel, TaskHistory]:
+        """The job model over the inputs' partitions now, and the task history it implies."""
+        st = self._settings
+        known = self._history = read_task_history(
+            self._metadata.namespace(CHANGELOG_NAMESPACE), self._metadata.namespace(SSP_NAMESPACE)
+        )
+        model, history = job_model(
+            st.grouper,
+            input_partitions(st, self._admins),
+            known,
+            expansion=st.input_expansion,
+            factor=st.elasticity_factor,
+            broadcast=st.task.broadcast_inputs,
+        )
+        if known.changelog:
+            for name, task in model.tasks.items():
+                joined = [str(s) for s in task.ssps if s not in known.ssp_tasks]
+                if joined and name in known.changelog:
+                    log.info("%s joined task %r, which keeps its state", ", ".join(joined), name)
+            new = sorted(set(model.tasks) - set(known.changelog), key=task_order)
+            if new:
+                log.info("new tasks %s take changelog partitions %s", new, [history.changelog[n] for n in new])
+        return model, history
+
+    def _record(self, history: TaskHistory) -> None:
+        """Write what ``history`` adds to the one read by ``_tasks`` to the metadata store."""
+        record_task_history(
+            self._metadata.namespace(CHANGELOG_NAMESPACE),
+            self._metadata.namespace(SSP_NAMESPACE),
+            self._history,
+            history,
+        )
+        self._history = history
