@@ -107,7 +107,7 @@ class SamzaContainer:
             # task takes one message per choice (task.consumer.batch.size 0 or 1).
             pack_runs=st.consumer_batch_size if pool is not None and st.consumer_batch_size > 1 else 0,
         )
-        self.run_loop = RunLoop([], self.consumers, checkpoints, st, metrics, loop)
+        self.run_loop = RunLoop(self.consumers, checkpoints, st, metrics, loop)
         self._ssp_gauges = SspGauges(metrics, self.consumers.high_watermark)
         self._applying = asyncio.Lock()
         self._broadcast = settings.task.broadcast_inputs
@@ -129,7 +129,7 @@ class SamzaContainer:
                     f"job model generation {model.generation} is not newer than the current {self.job_model.generation}"
                 )
             loop = self.run_loop
-            if loop.draining or loop.shutdown_requested or loop.error is not None:
+            if loop.stopping:
                 raise ValueError(f"job model generation {model.generation}: the container is stopping")
             current = self.job_model.tasks
             leaving = sorted((n for n, t in current.items() if not same_task(t, model.tasks.get(n))), key=task_order)
@@ -341,8 +341,7 @@ class SamzaContainer:
     @property
     def stopping(self) -> bool:
         """Draining, asked to shut down, or failed: the container takes no new job model."""
-        loop = self.run_loop
-        return loop.draining or loop.shutdown_requested or loop.error is not None
+        return self.run_loop.stopping
 
     @property
     def fence(self) -> Callable[[], bool] | None:

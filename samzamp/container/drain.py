@@ -28,6 +28,7 @@ from samzamp.consume.packed import messages_in
 from samzamp.consume.system_consumers import SystemConsumers
 from samzamp.container.commits import Commits
 from samzamp.container.run_loop_task import RunLoopTask
+from samzamp.container.task_set import TaskSet
 from samzamp.metrics.registry import MetricsRegistry
 from samzamp.systems.base import DRAIN, END_OF_STREAM
 from samzamp.task.coordinator import ReadableCoordinator
@@ -44,21 +45,21 @@ class ContainerDrain:
         self,
         consumers: SystemConsumers,
         commits: Commits,
+        tasks: TaskSet,
         settings: TaskSettings,
         metrics: MetricsRegistry,
         loop: asyncio.AbstractEventLoop,
-        clock: Callable[[], float],
         abort: Callable[[BaseException], None],
-        drained: Callable[[RunLoopTask], None],
+        all_drained: Callable[[], None],
     ) -> None:
-        """``drained`` is told of each task drained (its vote to shut down)."""
+        """A task drained votes to shut down (in ``tasks``); once every task has, ``all_drained``."""
         self._consumers = consumers
         self._commits = commits
-        self._drained = drained
+        self._tasks = tasks
+        self._all_drained = all_drained
         self._settings = settings
         self._metrics = metrics
         self._loop = loop
-        self._clock = clock
         self._abort = abort
         self.draining = False
         self.drain_point: dict[SystemStreamPartition, int | None] = {}  # the newest offset fetched per SSP
@@ -71,7 +72,7 @@ class ContainerDrain:
         (``tasks``: each task with its lanes)."""
         tasks = list(tasks)
         self.draining = True
-        self._started = self._clock()
+        self._started = time.monotonic()
         buffered = self._consumers.buffered() + sum(
             messages_in(raw) for t, _ in tasks for _, raw in t.state.pending if raw[0] >= 0
         )
@@ -131,7 +132,7 @@ class ContainerDrain:
         if timer is not None:
             timer.cancel()
         self.drained_tasks[ti.name] = dict(ti.checkpointed)
-        elapsed_ms = int((self._clock() - self._started) * 1000)
+        elapsed_ms = int((time.monotonic() - self._started) * 1000)
         self._metrics.gauge(f"TaskName-{ti.name}", "drain-ms").set(elapsed_ms)
         log.info(
             "task %r drained in %d ms; final checkpoint %s",
@@ -139,7 +140,8 @@ class ContainerDrain:
             elapsed_ms,
             {str(s): o for s, o in sorted(ti.checkpointed.items())},
         )
-        self._drained(ti)
+        if self._tasks.vote(ti, "every task is drained"):
+            self._all_drained()
 
     def cancel_timers(self) -> None:
         """A stop during a drain ends it the ordinary way (or the loop ended): no drain times out."""

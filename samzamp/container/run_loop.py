@@ -51,23 +51,22 @@ class RunLoop:
 
     def __init__(
         self,
-        tasks: list[RunLoopTask],
         consumers: SystemConsumers,
         checkpoints: TopicCheckpointManager,
         settings: TaskSettings,
         metrics: MetricsRegistry,
         loop: asyncio.AbstractEventLoop,
-        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._consumers = consumers
         self._settings = settings
         self._loop = loop
-        self._clock = clock
-        self._task_set = TaskSet(settings.broadcast_inputs, loop, settings.shutdown_ms, self.abort)
-        self.tasks = self._task_set.tasks  # the one list of tasks, changed in place
-        self._commits = Commits(checkpoints, consumers, self._task_set, loop, metrics, self.task_ready, self.abort)
-        drained = functools.partial(self._vote, why="every task is drained")
-        self._drain = ContainerDrain(consumers, self._commits, settings, metrics, loop, clock, self.abort, drained)
+        self._clock = clock = time.monotonic
+        self._task_set = tasks = TaskSet(settings.broadcast_inputs, loop, settings.shutdown_ms, self.abort)
+        self.tasks = tasks.tasks  # the one list of tasks, changed in place
+        self._commits = commits = Commits(checkpoints, consumers, tasks, loop, metrics, self.task_ready, self.abort)
+        self._drain = ContainerDrain(
+            consumers, commits, tasks, settings, metrics, loop, self.abort, self.request_shutdown
+        )
         self.drained_tasks = self._drain.drained_tasks  # task -> final checkpoint, once drained
         self._timers = TaskTimers(settings, loop, lambda: self.shutdown_requested, self.task_ready)
         # task.consumer.batch.size: how many messages of one SSP a task takes per choice.
@@ -92,8 +91,6 @@ class RunLoop:
             fn=lambda: round(self._busy_s / max(1e-9, clock() - self._started), 3),
         )
         metrics.gauge("SamzaContainerMetrics", "task-count", fn=lambda: len(self.tasks))
-        for ti in tasks:
-            self._task_set.add(ti)
 
     # -- membership -----------------------------------------------------------------------------
     def add_task(self, ti: RunLoopTask) -> None:
@@ -154,13 +151,8 @@ class RunLoop:
             if coordinator.shutdown_scope is RequestScope.ALL_TASKS_IN_CONTAINER:
                 log.info("task %r requested shutdown of all tasks", ti.name)
                 self.shutdown_requested = True
-            else:
-                self._vote(ti, "every task voted to shut down")
-        self.wake()
-
-    def _vote(self, ti: RunLoopTask, why: str) -> None:
-        if self._task_set.vote(ti, why):
-            self.shutdown_requested = True
+            elif self._task_set.vote(ti, "every task voted to shut down"):
+                self.shutdown_requested = True
         self.wake()
 
     def mark_dirty(self, flush: Callable[[], None]) -> None:
@@ -171,7 +163,7 @@ class RunLoop:
     def drain(self, notification: str) -> None:
         """Drain the container: stop fetching, process what was fetched, drain every task, stop. May
         be called before ``run`` (a notification found at start): then nothing is processed."""
-        if self.draining or self.shutdown_requested or self.error is not None:
+        if self.stopping:
             return
         self.draining = True
         self._drain.begin(notification, self._task_set.with_lanes())
@@ -179,6 +171,11 @@ class RunLoop:
             log.info("every task is drained (this container holds none)")
             self.shutdown_requested = True
         self.wake()
+
+    @property
+    def stopping(self) -> bool:
+        """Draining, asked to shut down, or failed."""
+        return self.draining or self.shutdown_requested or self.error is not None
 
     @property
     def drain_complete(self) -> bool:

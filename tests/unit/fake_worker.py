@@ -140,7 +140,7 @@ async def run_worker_task(
     metrics = MetricsRegistry()
     loop = asyncio.get_running_loop()
     consumers = SystemConsumers({"mem": consumer}, [SSP], RoundRobinChooser(), metrics, 10_000, 50, pack_runs=pack_runs)
-    run_loop = RunLoop([], consumers, checkpoints, job_settings().task, metrics, loop)  # type: ignore[arg-type]
+    run_loop = RunLoop(consumers, checkpoints, job_settings().task, metrics, loop)  # type: ignore[arg-type]
     ti = worker_task(
         pool,
         windowable=windowable,
