@@ -92,11 +92,11 @@ from turns import (
 )
 from turns import ratios as round_ratios
 
-from samzamp.coordinator.job_model import JobModel
 from samzamp.coordinator.zk import job_models
 from samzamp.coordinator.zk.client import connect
 from samzamp.coordinator.zk.keys import ZkKeys
 from samzamp.coordinator.zk.server import EmbeddedZooKeeper
+from samzamp.model.job_model import JobModel
 from samzamp.systems.kafka import EmbeddedBroker
 
 PARTITIONS = 8

@@ -27,8 +27,8 @@ from collections.abc import Collection, Iterable, Mapping
 from samzamp.api.envelope import SystemStream, SystemStreamPartition
 from samzamp.api.errors import ConfigError
 from samzamp.commit.checkpoint import Checkpoint
-from samzamp.coordinator.grouper import TaskName, parse_task_name
-from samzamp.coordinator.job_model import TaskModel
+from samzamp.model.grouper import TaskName, parse_task_name
+from samzamp.model.job_model import TaskModel
 
 __all__ = ["check_state_factor", "starting_checkpoints", "written_at"]
 

@@ -41,12 +41,12 @@ from samzamp.container.ssp_gauges import SspGauges
 from samzamp.container.system_clients import SystemClients
 from samzamp.container.task_instance import TaskInstance
 from samzamp.container.worker_task_proxy import WorkerTaskProxy
-from samzamp.coordinator.grouper import task_order
-from samzamp.coordinator.job_model import JobModel, TaskModel
 from samzamp.dispatch.process.frames import IN_FLIGHT_BATCHES
 from samzamp.dispatch.process.placement import place_tasks
 from samzamp.dispatch.process.pool import WorkerPool
 from samzamp.metrics.registry import MetricsRegistry
+from samzamp.model.grouper import task_order
+from samzamp.model.job_model import JobModel, TaskModel
 from samzamp.storage.manager import RestoreReport, TaskStorage
 from samzamp.systems.base import OLDEST, StartOffset, SystemConsumer
 from samzamp.task.start import start_task

@@ -18,8 +18,8 @@ from typing import Any, Protocol
 from samzamp.api.envelope import SystemStreamPartition
 from samzamp.consume.packed import Buffered
 from samzamp.container.task_state import TaskState
-from samzamp.coordinator.job_model import TaskModel
 from samzamp.metrics.registry import Counter, Timer
+from samzamp.model.job_model import TaskModel
 from samzamp.storage.manager import RestoreReport
 from samzamp.task.coordinator import ReadableCoordinator
 

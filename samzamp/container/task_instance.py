@@ -23,9 +23,9 @@ from samzamp.collect.completions import TaskCallbackImpl, TaskCallbackManager
 from samzamp.consume.packed import Buffered
 from samzamp.container.run_loop_task import HookDone
 from samzamp.container.task_base import TaskBase
-from samzamp.coordinator.job_model import TaskModel
 from samzamp.dispatch.adapters import CoroutineAdapter, InlineSyncAdapter, RunnableTask, adapt_task
 from samzamp.metrics.registry import MetricsRegistry
+from samzamp.model.job_model import TaskModel
 from samzamp.storage.manager import RestoreReport, TaskStorage
 from samzamp.systems.base import RawMessage
 from samzamp.task.coordinator import ReadableCoordinator

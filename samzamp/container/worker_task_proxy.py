@@ -39,10 +39,10 @@ from samzamp.api.errors import SystemFailureError
 from samzamp.consume.packed import Buffered, PackedRun, unpack
 from samzamp.container.run_loop_task import HookDone
 from samzamp.container.task_base import TaskBase
-from samzamp.coordinator.job_model import TaskModel
 from samzamp.dispatch.process import frames as f
 from samzamp.dispatch.process.pool import WorkerPool
 from samzamp.metrics.registry import MetricsRegistry
+from samzamp.model.job_model import TaskModel
 from samzamp.storage.manager import RestoreReport
 from samzamp.systems.base import RawMessage
 from samzamp.task.coordinator import ReadableCoordinator

@@ -46,7 +46,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Collection, Mapping
 
-from samzamp.coordinator.grouper import task_order
+from samzamp.model.grouper import task_order
 
 __all__ = ["group_by_container_ids"]
 

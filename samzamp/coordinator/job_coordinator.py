@@ -25,10 +25,10 @@ from collections.abc import Callable
 from typing import Protocol, TypeVar
 
 from samzamp.api.errors import SystemFailureError
-from samzamp.coordinator.job_model import JobModel
 from samzamp.coordinator.metadata_store import CoordinatorStreamStore
 from samzamp.coordinator.run_id import Runs, RunView
 from samzamp.metrics.registry import MetricsRegistry
+from samzamp.model.job_model import JobModel
 
 __all__ = [
     "JobCoordinator",

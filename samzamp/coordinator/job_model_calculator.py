@@ -6,7 +6,7 @@ publishes (which then groups the tasks onto its processors).
 
 1. the tasks: what the grouper makes of the inputs' partitions, given the task history read from
    the job's metadata store (so a task keeps its changelog partition and, with input expansion, a
-   new partition joins an old task: ``job_model.job_model``);
+   new partition joins an old task: ``job_model``);
 2. the check that the tasks can start from the job's checkpoints (a change of job.elasticity.factor
    they cannot follow stops here, before anything is created or recorded);
 3. the changelog topics created, or checked to have a partition for every task;
@@ -19,24 +19,25 @@ are handed in.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Iterable
 
 from samzamp.api.envelope import SystemStreamPartition
 from samzamp.api.errors import ConfigError
 from samzamp.config.settings import JobSettings
-from samzamp.coordinator.grouper import task_order
-from samzamp.coordinator.job_model import JobModel, job_model
 from samzamp.coordinator.metadata_store import CoordinatorStreamStore
 from samzamp.coordinator.task_history import (
     CHANGELOG_NAMESPACE,
     SSP_NAMESPACE,
     TaskHistory,
+    assign_changelog_partitions,
     read_task_history,
     record_task_history,
 )
+from samzamp.model.grouper import expand, group, task_order
+from samzamp.model.job_model import JobModel, TaskModel
 from samzamp.systems.base import SystemAdmin
 
-__all__ = ["JobModelCalculator", "input_partitions"]
+__all__ = ["JobModelCalculator", "input_partitions", "job_model"]
 
 log = logging.getLogger(__name__)
 
@@ -124,3 +125,40 @@ class JobModelCalculator:
             history,
         )
         self._history = history
+
+
+def job_model(
+    grouper: str,
+    ssps: Iterable[SystemStreamPartition],
+    history: TaskHistory | None = None,
+    *,
+    expansion: bool = True,
+    generation: int = 1,
+    factor: int = 1,
+    broadcast: Collection[SystemStreamPartition] = (),
+) -> tuple[JobModel, TaskHistory]:
+    """The job model of one processor that owns every task, and the task history it implies.
+
+    ``grouper``'s tasks over ``ssps`` (with ``factor`` > 1, ``factor`` virtual tasks per task, each
+    reading one key bucket of its partitions; with ``expansion``, a stream's new partitions join the
+    tasks ``history`` says its old ones had: ``grouper.expand``), each task's SSPs in sorted order,
+    each task's changelog partition as ``history`` recorded it, new tasks on the next free
+    partitions. The ``broadcast`` SSPs among ``ssps`` are in no group: every task reads them whole.
+    The history returned is ``history`` plus the new tasks and SSPs: record it (``task_history``)
+    before anything is written to a changelog partition it assigns.
+    """
+    history = history or TaskHistory()
+    everywhere = sorted(s for s in ssps if s in broadcast)
+    grouped_ssps = [s for s in ssps if s not in broadcast]
+    if expansion:
+        grouped = expand(grouper, grouped_ssps, history.ssp_tasks, factor)
+    else:
+        grouped = group(grouper, grouped_ssps, factor)
+    changelog = assign_changelog_partitions(history.changelog, grouped)
+    owners = {ssp: name for name, members in grouped.items() for ssp in members}
+    owners.update(history.ssp_tasks)  # an SSP's first task is the one recorded, whatever comes after
+    tasks = {
+        name: TaskModel(name, tuple(sorted(grouped[name])) + tuple(everywhere), changelog[name])
+        for name in sorted(grouped, key=task_order)
+    }
+    return JobModel(generation, tasks), TaskHistory(owners, changelog)

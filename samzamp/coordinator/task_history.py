@@ -17,8 +17,8 @@ import msgspec
 
 from samzamp.api.envelope import SystemStreamPartition
 from samzamp.api.errors import SystemFailureError
-from samzamp.coordinator.grouper import task_order
 from samzamp.coordinator.metadata_store import MetadataStore
+from samzamp.model.grouper import task_order
 
 __all__ = [
     "CHANGELOG_NAMESPACE",

@@ -26,10 +26,10 @@ from samzamp.config.config import Config
 from samzamp.config.schema import check_keys
 from samzamp.config.settings import JobSettings
 from samzamp.config.system_kinds import system_kind_names
-from samzamp.coordinator.job_model import JobModel, job_model
-from samzamp.coordinator.job_model_calculator import input_partitions
+from samzamp.coordinator.job_model_calculator import input_partitions, job_model
 from samzamp.coordinator.metadata_store import CoordinatorStreamStore
 from samzamp.coordinator.task_history import CHANGELOG_NAMESPACE, SSP_NAMESPACE, TaskHistory, read_task_history
+from samzamp.model.job_model import JobModel
 from samzamp.offline.changelog import ChangelogSource
 from samzamp.storage.dirs import store_dir
 from samzamp.systems.base import SystemAdmin

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from samzamp.api.envelope import SystemStreamPartition
 from samzamp.api.errors import ConfigError
-from samzamp.coordinator.grouper import parse_task_name, task_order
+from samzamp.model.grouper import parse_task_name, task_order
 from samzamp.offline.changelog import ChangelogError, ChangelogSource, PartitionReader, write_partition
 from samzamp.offline.job import OfflineError
 from samzamp.offline.rebucket_job import (

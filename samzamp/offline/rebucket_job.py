@@ -22,10 +22,10 @@ from samzamp.config.config import Config
 from samzamp.config.schema import check_keys
 from samzamp.config.settings import JobSettings
 from samzamp.coordinator.factory import job_coordinator_factory
-from samzamp.coordinator.grouper import task_order
 from samzamp.coordinator.metadata_store import CoordinatorStreamStore
 from samzamp.coordinator.run_id import RUN_NAMESPACE, RunState, StreamRunView, read_current_run
 from samzamp.coordinator.task_history import CHANGELOG_NAMESPACE, SSP_NAMESPACE, TaskHistory, record_task_history
+from samzamp.model.grouper import task_order
 from samzamp.offline.changelog import ChangelogSource
 from samzamp.offline.job import (
     OfflineError,

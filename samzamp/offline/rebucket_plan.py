@@ -1,7 +1,7 @@
 """Re-bucketing a job's state to another job.elasticity.factor: what goes where (no Kafka, no Spark).
 
 The old tasks are the job's tasks at the factor F1 its state was written with, the new tasks those at
-the factor F2 it is to run with (``samzamp.coordinator.grouper``: ``Partition 0_1_2`` is key bucket 1
+the factor F2 it is to run with (``samzamp.model.grouper``: ``Partition 0_1_2`` is key bucket 1
 of 2 of ``Partition 0``). A store key goes to the new task of the same base (plain task name) and
 bucket ``key_hash(key) % F2``. That is where its messages go only if the store is keyed by the input
 messages' serialized key bytes; a key whose bucket at F1 is not its old task's shows a store keyed
@@ -22,7 +22,7 @@ from samzamp.api.errors import ConfigError
 from samzamp.commit.checkpoint import Checkpoint
 from samzamp.commit.elasticity import written_at
 from samzamp.consume.key_bucket import key_hash
-from samzamp.coordinator.grouper import TaskName, parse_task_name, task_order, virtual_task_name
+from samzamp.model.grouper import TaskName, parse_task_name, task_order, virtual_task_name
 
 __all__ = [
     "NewTask",

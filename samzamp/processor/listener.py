@@ -15,9 +15,9 @@ import logging
 from collections.abc import Callable
 
 from samzamp.container.container import SamzaContainer, same_task
-from samzamp.coordinator.grouper import task_order
-from samzamp.coordinator.job_model import JobModel
 from samzamp.dispatch.process.pool import WorkerPool
+from samzamp.model.grouper import task_order
+from samzamp.model.job_model import JobModel
 
 __all__ = ["ContainerListener"]
 

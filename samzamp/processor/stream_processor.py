@@ -37,7 +37,6 @@ from samzamp.container.container import SamzaContainer
 from samzamp.container.run_loop import RunLoop
 from samzamp.coordinator.factory import job_coordinator_factory
 from samzamp.coordinator.job_coordinator import JobCoordinator, JobCoordinatorFactory, MembershipExpired
-from samzamp.coordinator.job_model import JobModel
 from samzamp.coordinator.job_model_calculator import JobModelCalculator
 from samzamp.coordinator.metadata_store import CoordinatorStreamStore
 from samzamp.coordinator.run_id import RunRecord, Runs, RunState
@@ -46,6 +45,7 @@ from samzamp.drain.monitor import DrainMonitor
 from samzamp.drain.notification import DRAIN_NAMESPACE, cleanup
 from samzamp.gc_freeze import freeze_start_up
 from samzamp.metrics.registry import MetricsRegistry
+from samzamp.model.job_model import JobModel
 from samzamp.processor.listener import ContainerListener
 from samzamp.processor.systems import Systems
 from samzamp.systems.inmemory.system import InMemoryStreams

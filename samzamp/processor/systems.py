@@ -20,8 +20,8 @@ from samzamp.systems.factory import Place, System
 from samzamp.systems.registry import open_system
 
 if TYPE_CHECKING:
-    from samzamp.coordinator.job_model import JobModel
     from samzamp.coordinator.task_history import TaskHistory
+    from samzamp.model.job_model import JobModel
     from samzamp.systems.inmemory.system import InMemoryStreams
     from samzamp.systems.kafka.changelog import ChangelogProducer
     from samzamp.systems.kafka.client_config import KafkaClientSettings

@@ -42,9 +42,9 @@ from samzamp.collect.collector import TaskCollector
 from samzamp.collect.output_failures import OutputFailures
 from samzamp.commit.flush_policy import commit_failure, flush_task_producers
 from samzamp.config.settings import TaskSettings
-from samzamp.coordinator.job_model import TaskModel
 from samzamp.dispatch.process.calls import FENCE, wait_for_fence
 from samzamp.metrics.registry import Counter, MetricsRegistry, Timer
+from samzamp.model.job_model import TaskModel
 from samzamp.storage.manager import RestoreReport, TaskStorage
 from samzamp.systems.base import RawMessage, SystemProducer
 from samzamp.task.coordinator import ReadableCoordinator

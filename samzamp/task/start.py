@@ -15,8 +15,8 @@ from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
 from samzamp.config.settings import JobSettings
-from samzamp.coordinator.job_model import TaskModel
 from samzamp.metrics.registry import MetricsRegistry
+from samzamp.model.job_model import TaskModel
 from samzamp.storage.manager import RestoreReport, TaskStorage
 from samzamp.systems.base import SystemProducer
 from samzamp.task.runtime import SerdesOf, TaskFactory, TaskRuntime, build_task_runtime

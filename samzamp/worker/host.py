@@ -36,12 +36,12 @@ from samzamp.config import Config, validate
 from samzamp.config.stream_serdes import StreamSerdes
 from samzamp.config.system_kinds import system_kind_names
 from samzamp.config.validate import load_task_class
-from samzamp.coordinator.job_model import TaskModel
 from samzamp.dispatch.process import frames as f
 from samzamp.dispatch.process.calls import CallSlot
 from samzamp.gc_freeze import freeze_start_up
 from samzamp.ipc import PeerGone, attach_ring
 from samzamp.metrics.registry import MetricsRegistry
+from samzamp.model.job_model import TaskModel
 from samzamp.storage.manager import TaskStorage
 from samzamp.systems.base import SystemProducer
 from samzamp.systems.factory import Place

@@ -11,10 +11,10 @@ from typing import NamedTuple
 
 from kafka_util import Container, job_toml, produce, wait_until, write_config
 
-from samzamp.coordinator.job_model import JobModel
 from samzamp.coordinator.zk import job_models
 from samzamp.coordinator.zk.client import connect
 from samzamp.coordinator.zk.keys import ZkKeys
+from samzamp.model.job_model import JobModel
 
 APPLIED = re.compile(r"job model version (\d+) applied by processor (\S+): (\d+) tasks")
 REGISTERED = re.compile(r"processor (\S+) at location (\S+) registered as")

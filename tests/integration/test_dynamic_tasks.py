@@ -18,7 +18,7 @@ from confluent_kafka import Producer
 from kafka_util import counts_store, create_topic, job_toml, write_config
 
 from samzamp.config import load_config, validate
-from samzamp.coordinator.job_model import JobModel
+from samzamp.model.job_model import JobModel
 from samzamp.processor.stream_processor import StreamProcessor
 
 PARTITIONS = 4

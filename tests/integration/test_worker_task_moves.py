@@ -22,10 +22,10 @@ from kafka_util import counts_store, create_topic, job_toml, wait_until, write_c
 from samzamp.api.envelope import SystemStreamPartition
 from samzamp.api.errors import WorkerError
 from samzamp.config import load_config, validate
-from samzamp.coordinator.job_model import TaskModel
 from samzamp.dispatch.process import frames as f
 from samzamp.dispatch.process.pool import WorkerPool
 from samzamp.metrics.registry import MetricsRegistry
+from samzamp.model.job_model import TaskModel
 from samzamp.storage.dirs import StoreLockedError, lock_store_dir, store_dir, unlock_store_dir
 from samzamp.systems.kafka.embedded import EmbeddedBroker
 

@@ -9,12 +9,12 @@ import time
 from collections.abc import Callable
 
 from samzamp.config.standalone import ZkSettings
-from samzamp.coordinator.job_model import ContainerModel, JobModel, TaskModel
 from samzamp.coordinator.zk import job_models
 from samzamp.coordinator.zk.client import connect
 from samzamp.coordinator.zk.job_coordinator import ZkJobCoordinator
 from samzamp.coordinator.zk.keys import ZkKeys, ensure_root
 from samzamp.metrics.registry import MetricsRegistry
+from samzamp.model.job_model import ContainerModel, JobModel, TaskModel
 
 TASKS = {f"Partition {p}": TaskModel(f"Partition {p}", ()) for p in range(6)}
 RELEASE_S = 1.0  # how long a processor takes to stop the tasks it gives up

@@ -22,9 +22,9 @@ from samzamp.config.settings import JobSettings
 from samzamp.consume.system_consumers import SystemConsumers
 from samzamp.container.run_loop import RunLoop
 from samzamp.container.worker_task_proxy import WorkerTaskProxy
-from samzamp.coordinator.job_model import TaskModel
 from samzamp.dispatch.process import frames as f
 from samzamp.metrics.registry import MetricsRegistry
+from samzamp.model.job_model import TaskModel
 from samzamp.systems.inmemory.system import InMemoryStreams, InMemorySystemConsumer
 from samzamp.worker.host import Worker
 

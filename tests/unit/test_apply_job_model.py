@@ -15,7 +15,7 @@ import pytest
 from samzamp import ClosableTask, InitableTask, StreamTask
 from samzamp.api.errors import TaskError
 from samzamp.config import load_config, validate
-from samzamp.coordinator.job_model import JobModel
+from samzamp.model.job_model import JobModel
 from samzamp.processor.stream_processor import StreamProcessor
 from samzamp.systems.inmemory.system import InMemoryStreams
 

@@ -9,7 +9,7 @@ from collections import Counter
 import pytest
 
 from samzamp.coordinator.container_grouper import group_by_container_ids
-from samzamp.coordinator.grouper import task_order
+from samzamp.model.grouper import task_order
 
 Assignment = dict[str, list[str]]
 

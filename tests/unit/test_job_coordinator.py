@@ -14,12 +14,12 @@ from samzamp.api.errors import ConfigError
 from samzamp.config import Config, validate
 from samzamp.config.settings import JobSettings
 from samzamp.coordinator.factory import PassthroughJobCoordinatorFactory, job_coordinator_factory
-from samzamp.coordinator.job_model import JobModel, TaskModel
 from samzamp.coordinator.job_model_calculator import JobModelCalculator
 from samzamp.coordinator.passthrough import PassthroughJobCoordinator
 from samzamp.coordinator.run_id import StreamRuns
 from samzamp.coordinator.task_history import CHANGELOG_NAMESPACE, TaskHistory
 from samzamp.coordinator.zk.factory import ZkJobCoordinatorFactory
+from samzamp.model.job_model import JobModel, TaskModel
 from samzamp.systems.inmemory.system import InMemoryStreams, InMemorySystemAdmin
 
 BASE: dict[str, Any] = {

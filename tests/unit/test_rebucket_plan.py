@@ -8,7 +8,7 @@ import pytest
 from samzamp.api.errors import ConfigError
 from samzamp.commit.checkpoint import CheckpointV1
 from samzamp.consume.key_bucket import key_bucket
-from samzamp.coordinator.grouper import parse_task_name
+from samzamp.model.grouper import parse_task_name
 from samzamp.offline.rebucket_plan import (
     assign_partitions,
     check_bases,

@@ -8,8 +8,7 @@ import random
 import pytest
 
 from samzamp.api.envelope import SystemStreamPartition as SSP
-from samzamp.coordinator.grouper import expand, group, task_order
-from samzamp.coordinator.job_model import job_model
+from samzamp.coordinator.job_model_calculator import job_model
 from samzamp.coordinator.metadata_store import CoordinatorStreamStore
 from samzamp.coordinator.task_history import (
     CHANGELOG_NAMESPACE,
@@ -19,6 +18,7 @@ from samzamp.coordinator.task_history import (
     read_task_history,
     record_task_history,
 )
+from samzamp.model.grouper import expand, group, task_order
 from samzamp.systems.inmemory.system import InMemoryStreams, InMemorySystemAdmin, InMemorySystemProducer
 
 

@@ -25,11 +25,11 @@ from samzamp.api.task import (
     WindowableTask,
 )
 from samzamp.container.task_instance import TaskInstance
-from samzamp.coordinator.job_model import TaskModel
 from samzamp.dispatch.adapters import RunnableTask, adapt_task
 from samzamp.dispatch.process import frames as f
 from samzamp.dispatch.process.pool import failure_of
 from samzamp.metrics.registry import MetricsRegistry
+from samzamp.model.job_model import TaskModel
 from samzamp.storage.manager import RestoreReport
 from samzamp.task.runtime import TaskRuntime
 from samzamp.worker.host import Worker, WorkerTask

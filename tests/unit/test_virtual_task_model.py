@@ -12,8 +12,9 @@ from samzamp.commit.checkpoint import CheckpointV1, SSPOffset
 from samzamp.commit.elasticity import check_state_factor, starting_checkpoints
 from samzamp.config.config import Config
 from samzamp.config.settings import JobSettings
-from samzamp.coordinator.grouper import TaskName, parse_task_name, task_order, virtual_task_name
-from samzamp.coordinator.job_model import TaskModel, job_model
+from samzamp.coordinator.job_model_calculator import job_model
+from samzamp.model.grouper import TaskName, parse_task_name, task_order, virtual_task_name
+from samzamp.model.job_model import TaskModel
 
 IN = [SystemStreamPartition("kafka", "in", p) for p in range(2)]
 BC = SystemStreamPartition("kafka", "bc", 0)

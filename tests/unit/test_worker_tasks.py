@@ -21,9 +21,9 @@ import pytest
 
 from samzamp.api.envelope import SystemStreamPartition
 from samzamp.api.task import ClosableTask, InitableTask, StreamTask
-from samzamp.coordinator.job_model import TaskModel
 from samzamp.dispatch.process import frames as f
 from samzamp.ipc import create_ring
+from samzamp.model.job_model import TaskModel
 from samzamp.storage.dirs import StoreLockedError, lock_store_dir, store_dir, unlock_store_dir
 from samzamp.worker.host import Worker
 

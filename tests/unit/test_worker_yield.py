@@ -10,9 +10,9 @@ from typing import Any
 from fake_worker import worker_without_rings
 
 from samzamp.api.envelope import SystemStreamPartition
-from samzamp.coordinator.job_model import TaskModel
 from samzamp.dispatch.process import frames as f
 from samzamp.metrics.registry import MetricsRegistry
+from samzamp.model.job_model import TaskModel
 from samzamp.task.runtime import TaskRuntime
 from samzamp.worker.host import WorkerTask
 

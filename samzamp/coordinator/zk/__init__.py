@@ -1,6 +1,7 @@
 """Standalone mode's ZooKeeper parts.
 
-- the job coordinator (``job_coordinator``, Samza's ZkJobCoordinator) and what it works with: the
+- the job coordinator (``job_coordinator``, Samza's ZkJobCoordinator; ``factory`` makes it, lazily
+  importing kazoo) and what it works with: the
   live processors (``registry``), the published job models (``job_models``) and each version's
   barrier (``barrier``);
 - the job's metadata store on ZooKeeper (``metadata_store``) and the run shared by its processors,

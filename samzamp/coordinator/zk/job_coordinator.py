@@ -56,9 +56,7 @@ from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 from samzamp.api.errors import SystemFailureError
 from samzamp.config.standalone import ZkSettings
 from samzamp.coordinator.container_grouper import group_by_container_ids
-from samzamp.coordinator.grouper import task_order
 from samzamp.coordinator.job_coordinator import JobCoordinatorListener, ModelCalculator
-from samzamp.coordinator.job_model import ContainerModel, JobModel
 from samzamp.coordinator.zk import job_models
 from samzamp.coordinator.zk.barrier import BarrierState, complete_if_joined, join, time_out
 from samzamp.coordinator.zk.client import connect
@@ -66,6 +64,8 @@ from samzamp.coordinator.zk.errors import ZkSessionError, ZkSessionExpired
 from samzamp.coordinator.zk.keys import ZkKeys, decode_name, ensure_root
 from samzamp.coordinator.zk.registry import leader_of, read_processors, register
 from samzamp.metrics.registry import MetricsRegistry
+from samzamp.model.grouper import task_order
+from samzamp.model.job_model import ContainerModel, JobModel
 
 __all__ = ["METRICS_GROUP", "ZkJobCoordinator"]
 

@@ -16,11 +16,11 @@ import msgspec
 from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError
 
-from samzamp.coordinator.job_model import JobModel
 from samzamp.coordinator.zk.barrier import create_barrier
 from samzamp.coordinator.zk.errors import ZkProtocolError
 from samzamp.coordinator.zk.keys import ZkKeys
 from samzamp.coordinator.zk.values import delete_value, read_value, write_value
+from samzamp.model.job_model import JobModel
 
 __all__ = [
     "FORMAT",

@@ -32,7 +32,7 @@ from typing import Any
 
 import msgspec
 
-from samzamp.coordinator.job_model import TaskModel
+from samzamp.model.job_model import TaskModel
 from samzamp.storage.manager import RestoreReport
 
 __all__ = [

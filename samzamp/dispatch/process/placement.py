@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 
-from samzamp.coordinator.grouper import task_order
+from samzamp.model.grouper import task_order
 
 __all__ = ["assign_tasks", "place_task", "place_tasks"]
 

@@ -40,11 +40,11 @@ import psutil
 
 from samzamp.api.envelope import SystemStreamPartition
 from samzamp.api.errors import CallbackTimeoutError, SerdeError, TaskError, WorkerError
-from samzamp.coordinator.job_model import TaskModel
 from samzamp.dispatch.process import frames as f
 from samzamp.dispatch.process.calls import CallSlot
 from samzamp.ipc import EndOfQueue, Ring, create_ring
 from samzamp.metrics.registry import MetricsRegistry
+from samzamp.model.job_model import TaskModel
 from samzamp.storage.manager import RestoreReport
 
 __all__ = ["WorkerHandle", "WorkerPool", "failure_of"]

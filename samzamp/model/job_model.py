@@ -1,0 +1,64 @@
+"""The job model: which tasks a job has, and what each task reads.
+
+A coordinator publishes a ``JobModel`` (computed by ``coordinator.job_model_calculator``); a
+container applies it (``SamzaContainer.apply``). The model says what a task is, independent of
+where it runs, so it is also what a worker process is handed to take a task on
+(``dispatch.process.frames.AddTask``), and what the commit stage reads a task's inputs from.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import msgspec
+
+from samzamp.api.envelope import SystemStreamPartition
+
+__all__ = ["ContainerModel", "JobModel", "TaskModel"]
+
+
+class TaskModel(msgspec.Struct, frozen=True):
+    """One task of a job model. ``ssps`` is ordered: a message's SSP is named by its index in it
+    (how a worker's frames name them). ``changelog_partition`` is the partition of each store's
+    changelog that holds this task's state. ``markers`` are the state markers of the task's last
+    checkpoint (store -> changelog offset), from which its stores are restored: filled in by the
+    container that starts the task, as only the checkpoint knows them."""
+
+    name: str
+    ssps: tuple[SystemStreamPartition, ...]
+    changelog_partition: int = 0
+    markers: dict[str, str] = {}
+
+
+class ContainerModel(msgspec.Struct, frozen=True):
+    """The tasks one processor of a standalone job runs (Samza's ContainerModel), where it runs,
+    and ``node``: the registration (ZooKeeper node) the model was computed for."""
+
+    processor_id: str
+    location_id: str
+    tasks: tuple[str, ...]
+    node: str = ""
+
+
+class JobModel(msgspec.Struct, frozen=True):
+    """The tasks of a job, by name. ``generation`` grows with each model a coordinator publishes,
+    so a container can tell a newer model from an older one. ``containers``: which processor runs
+    which tasks, by processor id (standalone mode; empty when one processor runs them all)."""
+
+    generation: int
+    tasks: dict[str, TaskModel]
+    containers: dict[str, ContainerModel] = {}
+
+    def only(self, names: Iterable[str], generation: int) -> JobModel:
+        """This model with only the tasks named, as generation ``generation`` (no containers)."""
+        keep = set(names)
+        return JobModel(generation, {n: t for n, t in self.tasks.items() if n in keep})
+
+    def of_processor(self, processor_id: str, generation: int) -> JobModel:
+        """What processor ``processor_id`` runs (nothing when the model has no container for it)."""
+        container = self.containers.get(processor_id)
+        return self.only(container.tasks if container is not None else (), generation)
+
+    def owners(self) -> dict[str, str]:
+        """Task name -> the processor id that runs it."""
+        return {task: pid for pid, c in self.containers.items() for task in c.tasks}
