@@ -121,7 +121,7 @@ def test_a_task_moved_between_workers_finds_its_store_where_it_lands(
 
             # Worker 0: from an empty store, two of each word; committed, then given up.
             frames = TaskFrames()
-            index = await pool.add_task(0, TaskModel(TASK, (ssp,), 0, {}), frames)
+            index, _ = await pool.add_task(0, TaskModel(TASK, (ssp,), 0, {}), frames)
             assert _found_at_init(rec, pids[0]) == {}
             await _process(pool, 0, index, frames, 0, 2 * WORDS)
             markers = await _commit(pool, 0, index, frames)
@@ -133,7 +133,7 @@ def test_a_task_moved_between_workers_finds_its_store_where_it_lands(
 
             # Worker 1: restored from the changelog up to the commit's marker; a third of each word.
             frames = TaskFrames()
-            index = await pool.add_task(1, TaskModel(TASK, (ssp,), 0, markers), frames)
+            index, _ = await pool.add_task(1, TaskModel(TASK, (ssp,), 0, markers), frames)
             assert _found_at_init(rec, pids[1]) == {f"w{i}": 2 for i in range(WORDS)}
             await _process(pool, 1, index, frames, 2 * WORDS, WORDS)
             markers = await _commit(pool, 1, index, frames)
@@ -141,7 +141,7 @@ def test_a_task_moved_between_workers_finds_its_store_where_it_lands(
 
             # Back on worker 0, under a new index: its local store, left by worker 1, is taken as is.
             frames = TaskFrames()
-            back = await pool.add_task(0, TaskModel(TASK, (ssp,), 0, markers), frames)
+            back, _ = await pool.add_task(0, TaskModel(TASK, (ssp,), 0, markers), frames)
             assert back == 1  # never the index the task had there before
             await pool.stop()
         finally:
