@@ -330,6 +330,35 @@ def test_a_server_that_never_answers_fails_within_the_connection_timeout_too() -
             assert not t.is_alive(), t.name
 
 
+def test_an_attempt_on_a_server_that_accepts_and_never_answers_is_given_up_within_a_third_of_the_session() -> None:
+    """ZooKeeper 3.9 leaves a connection made while it starts open and silent: a reconnecting client
+    must not wait its whole session on it (kazoo's own bound), or it loses the session."""
+    accepted: list[tuple[float, socket.socket]] = []
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+
+        def hold() -> None:  # accept every connection, answer nothing
+            while True:
+                try:
+                    accepted.append((time.monotonic(), silent.accept()[0]))
+                except OSError:
+                    return
+
+        threading.Thread(target=hold, daemon=True).start()
+        try:
+            with pytest.raises(SystemFailureError, match=CONNECT_KEY):
+                connect(f"127.0.0.1:{silent.getsockname()[1]}", 6_000, 5_000)
+            times = [t for t, _ in accepted]
+            # Without the bound the first attempt waits the whole 6 s session: one connection here.
+            assert len(times) >= 2, times
+            assert times[1] - times[0] < 6.0 / 3 + 1.5
+        finally:
+            silent.shutdown(socket.SHUT_RDWR)
+            for _, conn in accepted:
+                conn.close()
+
+
 def test_a_missing_chroot_is_named(zookeeper: EmbeddedZooKeeper, unique: str) -> None:
     chroot = f"/no-such-chroot-{unique}"
     with pytest.raises(SystemFailureError) as failed:

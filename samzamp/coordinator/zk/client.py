@@ -5,6 +5,14 @@
 reconnecting, at least once a second, until it is stopped; what a lost or expired session means for
 the job is the job coordinator's business.
 
+A reconnect never waits out the session on one server that accepted it and does not answer: kazoo
+waits for the answer to its Connect request for a whole session timeout (over the host count), and
+ZooKeeper 3.9 leaves a connection that arrives while it starts (its port bound, its database not
+loaded yet) open without an answer: closing it fails on the missing database. A client that
+reconnects in that window of a restarted server would lose its session. ``_BoundedHandshakes``
+gives up an attempt whose server has said nothing for a third of the session, and the next attempt
+lands while the session lives.
+
 Samza's rule for a chroot (``host:port/chroot``): it must already exist; ``connect`` checks it. kazoo
 logs a warning at every failed connection attempt: its loggers are set to WARNING (unless the
 application set a level) and a warning repeated within a minute is logged once.
@@ -15,8 +23,11 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import weakref
+from typing import Any
 
 from kazoo.client import KazooClient
+from kazoo.handlers.threading import SequentialThreadingHandler
 from kazoo.retry import KazooRetry
 
 from samzamp.api.errors import ConfigError, SystemFailureError
@@ -29,12 +40,42 @@ CONNECT_KEY = "job.coordinator.zk.connect"
 CONNECTION_TIMEOUT_KEY = "job.coordinator.zk.connection.timeout.ms"
 REPEAT_WINDOW_S = 60.0
 CLOSE_GRACE_S = 1.0
+# A connection attempt whose server has not answered within this share of the session is given up.
+HANDSHAKE_SHARE = 3
 
 
 def split_chroot(connect_string: str) -> tuple[str, str]:
     """(hosts, chroot) of ``host:port[,host:port...][/chroot]``; the chroot is '' when there is none."""
     hosts, slash, chroot = connect_string.partition("/")
     return hosts, (slash + chroot).rstrip("/") if chroot.strip("/") else ""
+
+
+class _BoundedHandshakes(SequentialThreadingHandler):  # type: ignore[misc]
+    """kazoo's threading handler, except that a new connection's first read waits at most
+    ``handshake_s``: a server that accepted a connection and says nothing that long is given up (the
+    attempt fails as a time-out, and the client tries again). Once the server said anything, reads
+    wait as kazoo asks. Called on kazoo's connection thread only."""
+
+    def __init__(self, handshake_s: float) -> None:
+        super().__init__()
+        self._handshake_s = handshake_s
+        # Each new connection's deadline for its server's first answer, until the server answers.
+        self._silent: weakref.WeakKeyDictionary[Any, float] = weakref.WeakKeyDictionary()
+
+    def create_connection(self, *args: Any, **kwargs: Any) -> Any:
+        sock = super().create_connection(*args, **kwargs)
+        self._silent[sock] = time.monotonic() + self._handshake_s
+        return sock
+
+    def select(self, rlist: list[Any], wlist: list[Any], xlist: list[Any], timeout: float | None = None) -> Any:
+        deadlines = [self._silent[s] for s in rlist if s in self._silent]
+        if deadlines:
+            left = max(0.0, min(deadlines) - time.monotonic())
+            timeout = left if timeout is None else min(timeout, left)
+        ready = super().select(rlist, wlist, xlist, timeout)
+        for s in ready[0]:
+            self._silent.pop(s, None)
+        return ready
 
 
 class _OncePerWindow(logging.Filter):
@@ -82,6 +123,7 @@ def connect(connect_string: str, session_timeout_ms: int, connection_timeout_ms:
     client = KazooClient(
         hosts=connect_string,
         timeout=session_timeout_ms / 1000.0,
+        handler=_BoundedHandshakes(session_timeout_ms / 1000.0 / HANDSHAKE_SHARE),
         # Reconnect forever (until stopped), no more than a second apart: a server back after a
         # restart is found again well within a session timeout.
         connection_retry=KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_jitter=0.1, max_delay=1.0),
