@@ -91,11 +91,6 @@ class Commits:
             if upto is not None:
                 ti.catch_up(ssp, upto)
 
-    async def wait(self) -> None:
-        """Until every commit started so far (and any started meanwhile) ended."""
-        while self.in_flight:
-            await asyncio.wait(set(self.in_flight))
-
     def cancel(self) -> None:
         for c in self.in_flight:
             c.cancel()

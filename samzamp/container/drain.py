@@ -18,7 +18,7 @@ import functools
 import json
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 
 from samzamp.api.envelope import SystemStreamPartition
 from samzamp.api.errors import CallbackTimeoutError
@@ -61,17 +61,14 @@ class ContainerDrain:
         self._metrics = metrics
         self._loop = loop
         self._abort = abort
-        self.draining = False
         self.drain_point: dict[SystemStreamPartition, int | None] = {}  # the newest offset fetched per SSP
         self.drained_tasks: dict[str, dict[SystemStreamPartition, int]] = {}  # task -> final checkpoint
         self._started = 0.0
         self._timers: dict[str, asyncio.TimerHandle] = {}
 
-    def begin(self, notification: str, tasks: Iterable[tuple[RunLoopTask, dict[Lane, SystemStreamPartition]]]) -> None:
-        """Stop fetching and mark each task's inputs whose buffers end with a drain marker
-        (``tasks``: each task with its lanes)."""
-        tasks = list(tasks)
-        self.draining = True
+    def begin(self, notification: str) -> None:
+        """Stop fetching and mark each task's inputs whose buffers end with a drain marker."""
+        tasks = self._tasks.with_lanes()
         self._started = time.monotonic()
         buffered = self._consumers.buffered() + sum(
             messages_in(raw) for t, _ in tasks for _, raw in t.state.pending if raw[0] >= 0
@@ -100,10 +97,11 @@ class ContainerDrain:
         if drained:
             log.info("task %r: every input reached its drain marker", ti.name)
 
-    def complete(self, tasks: Iterable[RunLoopTask]) -> bool:
+    def complete(self) -> bool:
         """Every task was drained (not merely stopped)."""
-        return self.draining and all(
-            t.name in self.drained_tasks or (not t.state.has_drain_markers and t.state.complete) for t in tasks
+        return all(
+            t.name in self.drained_tasks or (not t.state.has_drain_markers and t.state.complete)
+            for t in self._tasks.tasks
         )
 
     def arm_timer(self, ti: RunLoopTask) -> None:

@@ -166,7 +166,7 @@ class RunLoop:
         if self.stopping:
             return
         self.draining = True
-        self._drain.begin(notification, self._task_set.with_lanes())
+        self._drain.begin(notification)
         if not self.tasks:  # nothing to drain (a standalone processor may hold no task): drained
             log.info("every task is drained (this container holds none)")
             self.shutdown_requested = True
@@ -180,7 +180,7 @@ class RunLoop:
     @property
     def drain_complete(self) -> bool:
         """Every task was drained (not merely stopped)."""
-        return self.draining and self._drain.complete(self.tasks)
+        return self.draining and self._drain.complete()
 
     # -- the loop -------------------------------------------------------------------------------
     async def run(self) -> None:

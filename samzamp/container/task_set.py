@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 from samzamp.api.envelope import SystemStreamPartition
 from samzamp.api.errors import CallbackTimeoutError
@@ -45,12 +45,10 @@ class TaskSet:
         self._leave_timers: dict[RunLoopTask, asyncio.TimerHandle] = {}
         self._votes: set[str] = set()
 
-    def __iter__(self) -> Iterator[RunLoopTask]:
-        return iter(self.tasks)
-
     def lanes(self, ti: RunLoopTask) -> dict[Lane, SystemStreamPartition]:
-        """Lane -> SSP of each SSP ``ti`` reads (a broadcast one through a lane of its own)."""
-        return self._lanes.get(ti) or task_lanes(ti.name, ti.ssps, self._broadcast)
+        """Lane -> SSP of each SSP ``ti`` reads (a broadcast one through a lane of its own); none once
+        it left."""
+        return self._lanes.get(ti, {})
 
     def with_lanes(self) -> list[tuple[RunLoopTask, dict[Lane, SystemStreamPartition]]]:
         return [(ti, self._lanes[ti]) for ti in self.tasks]

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import enum
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from samzamp.api.envelope import SystemStreamPartition
 from samzamp.consume.lane import Lane
@@ -158,13 +158,13 @@ class TaskState:
             return lane, raw, True
         return lane, raw, False
 
-    def requeue(self, entries: list[tuple[SystemStreamPartition, Buffered]]) -> None:
+    def requeue(self, entries: Sequence[tuple[SystemStreamPartition, Buffered]]) -> None:
         """Put messages the chooser already moved past back in front of ``pending``, in order: they go
         out again before anything chosen later."""
         self.pending.extendleft(reversed(entries))  # an SSP is its own lane
         self.redo += len(entries)
 
-    def give_back(self, entries: list[tuple[SystemStreamPartition, Buffered]]) -> None:
+    def give_back(self, entries: Sequence[tuple[SystemStreamPartition, Buffered]]) -> None:
         """Messages in flight that will not complete where they went (a worker skipped them): no
         longer in flight, and first to go again (``requeue``)."""
         self.messages_in_flight -= len(entries)

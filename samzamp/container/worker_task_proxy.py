@@ -289,7 +289,7 @@ class WorkerTaskProxy(TaskBase):
 
     def _give_back(self, messages: list[tuple[SystemStreamPartition, RawMessage]]) -> None:
         self.m_process_calls.count -= len(messages)
-        self.state.give_back(messages)  # type: ignore[arg-type]
+        self.state.give_back(messages)
 
     def make_way(self) -> None:
         """A window, commit or shutdown of this task is due and waits for its messages in flight: keep
