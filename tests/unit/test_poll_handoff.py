@@ -90,17 +90,20 @@ def test_once_the_loop_is_idle_the_fetch_thread_polls_and_delivers_on_the_loop()
             if not got.done():
                 got.set_result(lanes)
 
+        two_polls = threading.Event()
+
         def poll(timeout_s: float) -> list[Lane] | None:
             time.sleep(timeout_s)  # a blocking poll that waits out its timeout
-            return p.poll(timeout_s)
+            lanes = p.poll(timeout_s)
+            if len(p.polls) >= 2:
+                two_polls.set()
+            return lanes
 
         h = PollHandoff(poll, deliver, {A}, 0.02)
         h.start(loop, lambda e: None, 0.01)
         h.idle()
-        for _ in range(500):  # nothing arrives: the fetch thread keeps polling while the loop is idle
-            if len(p.polls) >= 2:
-                break
-            await asyncio.sleep(0.01)
+        # Nothing arrives: the fetch thread keeps polling while the loop is idle.
+        await asyncio.to_thread(two_polls.wait, 5)
         assert len(p.polls) >= 2
         p.armed = True
         assert await asyncio.wait_for(got, 5) == [A]
