@@ -3,6 +3,7 @@
 This package imports nothing else from samzamp, so that it stays the stable public face.
 """
 
+from samzamp.api.application import StreamApplication, StreamApplicationDescriptor
 from samzamp.api.collector import MessageCollector, RequestScope, TaskCoordinator
 from samzamp.api.context import TaskContext
 from samzamp.api.envelope import (
@@ -23,6 +24,7 @@ from samzamp.api.errors import (
     TaskError,
     WorkerError,
 )
+from samzamp.api.operators import KV, MessageStream, OutputStream, Table
 from samzamp.api.serde import Serde
 from samzamp.api.store import KeyValueIterator, KeyValueStore
 from samzamp.api.task import (
@@ -36,6 +38,7 @@ from samzamp.api.task import (
     TaskCallback,
     WindowableTask,
 )
+from samzamp.api.windows import WindowKey, WindowPane, Windows
 
 __all__ = [
     "AsyncStreamTask",
@@ -49,23 +52,32 @@ __all__ = [
     "IllegalCallbackStateError",
     "IncomingMessageEnvelope",
     "InitableTask",
+    "KV",
     "KeyValueIterator",
     "KeyValueStore",
     "MessageCollector",
+    "MessageStream",
     "OutgoingMessageEnvelope",
+    "OutputStream",
     "RequestScope",
     "SamzampError",
     "Serde",
     "SerdeError",
     "StoreError",
+    "StreamApplication",
+    "StreamApplicationDescriptor",
     "StreamTask",
     "SystemFailureError",
     "SystemStream",
     "SystemStreamPartition",
+    "Table",
     "TaskCallback",
     "TaskContext",
     "TaskCoordinator",
     "TaskError",
+    "WindowKey",
+    "WindowPane",
     "WindowableTask",
+    "Windows",
     "WorkerError",
 ]

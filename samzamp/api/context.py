@@ -15,6 +15,8 @@ class TaskContext:
 
     ``config`` is the whole flattened config (Samza's dotted keys to values). ``get_store`` returns
     a store named under ``stores.<name>`` in the config, opened for this task only.
+    ``task_model`` is the task's model in the job (Samza's TaskModel: name, SSPs, changelog
+    partition); ``metrics`` the registry of the process the task runs in (internal for now).
     """
 
     def __init__(
@@ -23,11 +25,16 @@ class TaskContext:
         ssps: frozenset[SystemStreamPartition],
         config: Mapping[str, Any],
         stores: Mapping[str, Any] | None = None,
+        *,
+        task_model: Any = None,
+        metrics: Any = None,
     ) -> None:
         self.task_name = task_name
         self.ssps = ssps
         self.config = config
         self._stores = dict(stores or {})
+        self.task_model = task_model
+        self.metrics = metrics
 
     def get_store(self, name: str) -> Any:
         """The task's store ``name``; KeyError naming the configured stores if there is none."""

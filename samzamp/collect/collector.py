@@ -67,6 +67,11 @@ class TaskCollector(MessageCollector):
         self._send_calls = send_calls
         self._dropped = dropped
 
+    def flush(self, timeout_s: float = 60.0) -> int:
+        """Wait until every message this task sent so far is acknowledged or failed (failures stay
+        for the commit to judge); how many were neither within ``timeout_s`` per producer."""
+        return sum(p.flush(timeout_s) for p in self.producers_used)
+
     def _route(self, ss: SystemStream) -> tuple[Encode, Encode, SendFn, KeyedSend | None]:
         target = ss
         if ss.system not in self._producers and self._fallback_system is not None:

@@ -200,7 +200,7 @@ KEYS: tuple[KeySpec, ...] = (
     ),
     KeySpec("job.checkpoint.validation.enabled", "bool", True, "Fail if a checkpoint was written by another grouper."),
     # task
-    KeySpec("task.class", "str", None, "The task class, as module:Class or module.Class (required)."),
+    KeySpec("task.class", "str", None, "The task class, as module:Class or module.Class (or app.class)."),
     KeySpec("task.inputs", "list", None, "Input streams as system.stream (required)."),
     KeySpec(
         "task.broadcast.inputs",
@@ -293,6 +293,15 @@ KEYS: tuple[KeySpec, ...] = (
         "A store whose task has no checkpoint keeps its state (false: erase it, writing tombstones).",
     ),
     # app
+    KeySpec("app.class", "str", None, "The application class (StreamApplication) as module:Class; or task.class."),
+    KeySpec(
+        "job.intermediate.stream.partitions",
+        "int",
+        None,
+        "Partitions of the intermediate (partition_by) streams samzamp creates (default: the largest input's).",
+        1,
+        MAX_PARTITIONS,
+    ),
     KeySpec("app.name", "str", None, "Samza's application name: job.name defaults to it; if both are set they agree."),
     KeySpec("app.id", "str", None, "Samza's application id: job.id defaults to it; if both are set they agree."),
     KeySpec("app.run.id", "str", None, "This deployment's run id (generated when unset)."),
@@ -350,6 +359,12 @@ KEYS: tuple[KeySpec, ...] = (
     ),
     # streams
     KeySpec("streams.<id>.samza.system", "str", None, "The stream's system (default job.default.system)."),
+    KeySpec(
+        "streams.<id>.samza.intermediate",
+        "bool",
+        False,
+        "An application's partition_by stream (set by the graph): read from the oldest offset without a checkpoint.",
+    ),
     KeySpec("streams.<id>.samza.physical.name", "str", None, "The topic name (default: the stream id)."),
     KeySpec("streams.<id>.samza.key.serde", "str", None, "The stream's key serde."),
     KeySpec("streams.<id>.samza.msg.serde", "str", None, "The stream's message serde."),

@@ -191,11 +191,6 @@ SAMZA_KEYS: tuple[SamzaKey, ...] = (
         "samzamp always does; task.transactional.state.restore.enabled decides how stores are restored",
     ),
     # app
-    SamzaKey(
-        "app.class",
-        "the application class (high-level API or a Java TaskApplication)",
-        "samzamp runs the task named by task.class",
-    ),
     SamzaKey("app.runner.class", "the application runner", _NO_CLUSTER),
     SamzaKey("app.main.class", "the application's main class", "samzamp runs the task named by task.class"),
     SamzaKey("app.main.args", "the application's main arguments", "samzamp runs the task named by task.class"),
@@ -240,12 +235,6 @@ SAMZA_KEYS: tuple[SamzaKey, ...] = (
         "samzamp's chooser is round robin, with no priorities, so this stream would not be preferred; remove it",
         fatal=True,
         harmless=_off(-1),
-    ),
-    SamzaKey(
-        "streams.<id>.samza.intermediate",
-        "intermediate streams of the high-level API",
-        "samzamp runs low-level tasks",
-        harmless=_off(False),
     ),
     SamzaKey(
         "streams.<id>.samza.bounded",

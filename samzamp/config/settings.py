@@ -12,6 +12,7 @@ from typing import Any
 
 from samzamp.api.envelope import SystemStream, SystemStreamPartition
 from samzamp.api.errors import ConfigError
+from samzamp.config.application import ApplicationPlan, plan_application
 from samzamp.config.config import Config
 from samzamp.config.keys import ConfigWarning
 from samzamp.config.samza_keys import GLOBAL_STORE_KEYS
@@ -63,6 +64,9 @@ class TaskSettings:
     broadcast_inputs: frozenset[SystemStreamPartition] = frozenset()
     # Streams read only for their broadcast partitions (named in task.broadcast.inputs, not in task.inputs).
     broadcast_only: frozenset[SystemStream] = frozenset()
+    # The application's intermediate streams (partition_by): inputs that no end of stream of their
+    # system ends; a task reading one ends when its operators say so.
+    intermediate: frozenset[SystemStream] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -102,6 +106,7 @@ class StreamSettings:
     reset_offset: bool
     partitions: int | None
     topic_configs: dict[str, str] = field(default_factory=dict)
+    intermediate: bool = False  # an application's partition_by stream (streams.<id>.samza.intermediate)
 
     @property
     def system_stream(self) -> SystemStream:
@@ -155,6 +160,7 @@ class JobSettings:
     coordinator_factory: str = "passthrough"  # job.coordinator.factory: passthrough or zk (samzamp.coordinator.factory)
     zk: ZkSettings | None = None  # standalone mode (job.coordinator.factory = zk); None: passthrough
     warnings: tuple[ConfigWarning, ...] = ()  # accepted keys worth a word, logged once at start
+    application: ApplicationPlan | None = None  # app.class's graph and what it derives; None: task.class
 
     @property
     def logged_stores(self) -> frozenset[str]:
@@ -177,6 +183,11 @@ class JobSettings:
         if default_system is None and len(systems) == 1:
             # The only system is the one every stream, changelog and checkpoint that names none is on.
             default_system = next(iter(systems))
+        application: ApplicationPlan | None = None
+        if config.get_str("app.class"):
+            # The graph derives task.inputs, intermediate streams and operator stores: the rest of
+            # the settings read the derived config, as they would a low-level job's.
+            config, application = plan_application(config, name, job_id, default_system)
 
         grouper_raw = config.get_str("job.systemstreampartition.grouper.factory", "GroupByPartition") or ""
         grouper = _GROUPERS.get(grouper_raw)
@@ -257,7 +268,7 @@ class JobSettings:
             for key in config
             if key.startswith("serializers.registry.") and key.endswith(".class")
         }
-        task = _task(config, systems, default_system)
+        task = _task(config, systems, default_system, application is not None)
         return cls(
             config=config,
             name=name,
@@ -292,6 +303,7 @@ class JobSettings:
             coordinator_factory=coordinator_factory(config),
             zk=zk,
             warnings=tuple(standalone_warnings(config)),
+            application=application,
         )
 
     def stream(self, system_stream: SystemStream) -> StreamSettings:
@@ -511,6 +523,7 @@ def _stream(config: Config, systems: dict[str, SystemSettings], ss: SystemStream
         if not k.startswith("samza.") and k not in ("partitions", "replication.factor")
     }
     partitions = config.get_int(p + "partitions", 0) or None
+    intermediate = config.get_bool(p + "samza.intermediate", False)
     for flag in ("bootstrap", "broadcast"):
         if config.get_bool(f"{p}samza.{flag}", False):
             raise ConfigError(
@@ -522,10 +535,15 @@ def _stream(config: Config, systems: dict[str, SystemSettings], ss: SystemStream
         physical_name=ss.stream,
         key_serde=config.get_str(p + "samza.key.serde") or system.key_serde,
         msg_serde=config.get_str(p + "samza.msg.serde") or system.msg_serde,
-        offset_default=config.get_str(p + "samza.offset.default") or system.offset_default,
+        # An intermediate stream is the job's own: a task that starts without a checkpoint reads
+        # what other processors' tasks wrote before it, whatever the user's default is.
+        offset_default="oldest"
+        if intermediate
+        else (config.get_str(p + "samza.offset.default") or system.offset_default),
         reset_offset=config.get_bool(p + "samza.reset.offset", False) or system.reset_offset,
         partitions=partitions,
         topic_configs=topic_configs,
+        intermediate=intermediate,
     )
 
 
@@ -545,8 +563,12 @@ def parse_system_stream(
     return SystemStream(system, stream)
 
 
-def _task(config: Config, systems: dict[str, SystemSettings], default_system: str | None) -> TaskSettings:
-    task_class = config.require_str("task.class", "the task class as module:Class")
+def _task(
+    config: Config, systems: dict[str, SystemSettings], default_system: str | None, application: bool
+) -> TaskSettings:
+    task_class = (
+        "" if application else config.require_str("task.class", "the task class as module:Class (or app.class)")
+    )
     raw_inputs = config.get_list("task.inputs")
     if not raw_inputs:
         raise ConfigError("task.inputs", "is required: list the input streams as system.stream")
@@ -556,8 +578,7 @@ def _task(config: Config, systems: dict[str, SystemSettings], default_system: st
     broadcast = _broadcast_inputs(config, systems, default_system)
     broadcast_only = frozenset(SystemStream(s.system, s.stream) for s in broadcast) - set(inputs)
     inputs += tuple(sorted(broadcast_only))
-    for ss in inputs:
-        _stream(config, systems, ss)  # validates the stream's keys now, before anything connects
+    intermediate = frozenset(ss for ss in inputs if _stream(config, systems, ss).intermediate)
     return TaskSettings(
         task_class=task_class,
         inputs=inputs,
@@ -578,6 +599,7 @@ def _task(config: Config, systems: dict[str, SystemSettings], default_system: st
         window_on_end_of_stream=config.get_bool("task.window.on.end.of.stream", False),
         broadcast_inputs=broadcast,
         broadcast_only=broadcast_only,
+        intermediate=intermediate,
     )
 
 

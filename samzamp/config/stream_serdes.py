@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from samzamp.api.envelope import SystemStream
 from samzamp.api.serde import Serde
+from samzamp.serde.intermediate import IntermediateMessageSerde
 from samzamp.serde.registry import SerdeRegistry
 
 if TYPE_CHECKING:
@@ -16,11 +17,14 @@ __all__ = ["StreamSerdes"]
 
 
 class StreamSerdes:
-    """``serdes(ss)`` -> (key serde, msg serde); None where the config names none (bytes pass through)."""
+    """``serdes(ss)`` -> (key serde, msg serde); None where the config names none (bytes pass through).
+    An intermediate stream's message serde writes and reads the type byte of its records
+    (``serde.intermediate``) around the one the config names."""
 
     def __init__(self, settings: JobSettings) -> None:
         self._settings = settings
         self._registry = SerdeRegistry(settings.serializers)
+        self._intermediate: dict[SystemStream, Serde] = {}
 
     def __call__(self, ss: SystemStream) -> tuple[Serde | None, Serde | None]:
         if ss.system not in self._settings.systems:
@@ -36,4 +40,6 @@ class StreamSerdes:
             if stream.msg_serde
             else None
         )
+        if stream.intermediate:  # its values carry a type byte: user message or control message
+            msg = self._intermediate.get(ss) or self._intermediate.setdefault(ss, IntermediateMessageSerde(msg))
         return key, msg

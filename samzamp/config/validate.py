@@ -46,5 +46,6 @@ def validate(config: Config) -> JobSettings:
         for kind, name in (("key", stream.key_serde), ("msg", stream.msg_serde)):
             if name is not None:
                 serdes.get(name, f"streams.{stream.stream_id}.samza.{kind}.serde")
-    load_task_class(settings.task.task_class)
+    if settings.application is None:  # an application's describe ran in from_config
+        load_task_class(settings.task.task_class)
     return settings

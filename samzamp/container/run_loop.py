@@ -299,7 +299,7 @@ class RunLoop:
                 elif op is TaskOp.END_OF_STREAM:
                     if self._settings.window_on_end_of_stream and st.request_final_window(ti.windowable):
                         continue
-                    st.start_last_hook()
+                    st.start_end_of_stream()
                     ti.start_end_of_stream(self._end_of_stream_done)
                     return
                 elif op is TaskOp.DRAIN:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping
 
-from samzamp.api.envelope import SystemStreamPartition
+from samzamp.api.envelope import SystemStream, SystemStreamPartition
 from samzamp.container.ssp_gauges import ssp_label
 from samzamp.container.task_state import TaskState
 from samzamp.metrics.registry import MetricsRegistry
@@ -28,10 +28,11 @@ class TaskBase:
         checkpointed: dict[SystemStreamPartition, int],
         metrics: MetricsRegistry,
         logged_stores: frozenset[str] = frozenset(),
+        intermediate: frozenset[SystemStream] = frozenset(),
     ) -> None:
         self.name = name
         self.ssps = ssps
-        self.state = TaskState(max_concurrency, ssps)
+        self.state = TaskState(max_concurrency, ssps, intermediate)
         self._checkpointed = dict(checkpointed)
         self.last_processed = dict(checkpointed)  # last processed offset per SSP (the low watermark)
         # The stores whose changelog markers each checkpoint must carry.

@@ -17,7 +17,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, cast
 
-from samzamp.api.envelope import SystemStreamPartition
+from samzamp.api.envelope import SystemStream, SystemStreamPartition
 from samzamp.api.errors import CallbackTimeoutError
 from samzamp.collect.completions import TaskCallbackImpl, TaskCallbackManager
 from samzamp.consume.packed import Buffered
@@ -52,6 +52,7 @@ class TaskInstance(TaskBase):
         max_concurrency: int,
         callback_timeout_ms: int,
         logged_stores: frozenset[str] = frozenset(),
+        intermediate: frozenset[SystemStream] = frozenset(),
         metrics: MetricsRegistry,
         loop: asyncio.AbstractEventLoop,
         on_ready: Callable[[TaskInstance], None],
@@ -61,7 +62,7 @@ class TaskInstance(TaskBase):
     ) -> None:
         """``starter`` starts the task of a model (``task.start.start_task``, bound to this
         container's systems); ``adapt`` gives the task object the loop's call shape."""
-        super().__init__(name, ssps, max_concurrency, checkpointed, metrics, logged_stores)
+        super().__init__(name, ssps, max_concurrency, checkpointed, metrics, logged_stores, intermediate)
         self._starter = starter
         self._adapt = adapt
         self.callbacks = TaskCallbackManager(max_concurrency)

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import enum
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 
-from samzamp.api.envelope import SystemStreamPartition
+from samzamp.api.envelope import SystemStream, SystemStreamPartition
 from samzamp.consume.lane import Lane
 from samzamp.consume.packed import Buffered
 
@@ -52,12 +52,21 @@ class TaskState:
         "need_commit",
         "need_window",
         "pending",
+        "reads_intermediate",
         "redo",
         "stopping",
         "window_in_flight",
     )
 
-    def __init__(self, max_concurrency: int, ssps: Iterable[SystemStreamPartition] = ()) -> None:
+    def __init__(
+        self,
+        max_concurrency: int,
+        ssps: Iterable[SystemStreamPartition] = (),
+        intermediate: Collection[SystemStream] = (),
+    ) -> None:
+        """``intermediate``: the job's intermediate streams. Their SSPs get no end-of-stream marker
+        from their system: the task's end of stream is that of its other (source) SSPs, and a task
+        reading an intermediate SSP goes on after it, until its operators vote to shut down."""
         self.max_concurrency = max_concurrency
         # Chosen messages (and control markers) the task could not take yet, in order.
         self.pending: deque[tuple[Lane, Buffered]] = deque()
@@ -75,7 +84,9 @@ class TaskState:
         self.hook_in_flight = False  # on_end_of_stream or on_drain is running (maybe in a worker)
         self.complete = False  # end of stream or drain handled: the task takes no more work
         self.stopping = False  # the container is shutting down (or the task leaves): no new process calls
-        self._processing = set(ssps)  # SSPs not yet at end of stream
+        ssps = set(ssps)
+        self._processing = {s for s in ssps if s.system_stream not in intermediate}  # sources not yet ended
+        self.reads_intermediate = len(self._processing) < len(ssps)
         # While draining: the SSPs that got drain markers, and those whose marker the task has not reached.
         self._drain_marked: frozenset[SystemStreamPartition] = frozenset()
         self._drain_pending: set[SystemStreamPartition] = set()
@@ -199,6 +210,15 @@ class TaskState:
         self.final_window_done = True
         self.need_window = True
         return True
+
+    def start_end_of_stream(self) -> None:
+        """on_end_of_stream starts: the task's last op, unless it reads intermediate streams,
+        which it goes on processing (its end comes with theirs)."""
+        if self.reads_intermediate:
+            self.end_of_stream = False
+            self.hook_in_flight = True
+        else:
+            self.start_last_hook()
 
     def start_last_hook(self) -> None:
         """on_end_of_stream or on_drain starts: nothing else runs for the task after it."""

@@ -34,7 +34,7 @@ from typing import Any
 
 import msgspec
 
-from samzamp.api.envelope import SystemStreamPartition
+from samzamp.api.envelope import SystemStream, SystemStreamPartition
 from samzamp.api.errors import SystemFailureError
 from samzamp.consume.packed import Buffered, PackedRun, unpack
 from samzamp.container.run_loop_task import HookDone
@@ -75,13 +75,16 @@ class WorkerTaskProxy(TaskBase):
         batch_size: int,
         in_flight_limit: int,
         logged_stores: frozenset[str] = frozenset(),
+        intermediate: frozenset[SystemStream] = frozenset(),
         metrics: MetricsRegistry,
         on_ready: Callable[[Any], None],
         on_requests: Callable[[Any, ReadableCoordinator], None],
         on_dirty: Callable[[Callable[[], None]], None],
     ) -> None:
         # The in-flight bound starts at one batch and then follows the task's time per message.
-        super().__init__(name, ssps, min(in_flight_limit, batch_size), checkpointed, metrics, logged_stores)
+        super().__init__(
+            name, ssps, min(in_flight_limit, batch_size), checkpointed, metrics, logged_stores, intermediate
+        )
         self._windowable = windowable
         self.worker = worker
         self._max_in_flight = in_flight_limit

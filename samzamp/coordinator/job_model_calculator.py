@@ -21,6 +21,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Collection, Iterable
 
+import msgspec
+
 from samzamp.api.envelope import SystemStreamPartition
 from samzamp.api.errors import ConfigError
 from samzamp.config.settings import JobSettings
@@ -34,7 +36,7 @@ from samzamp.coordinator.task_history import (
     record_task_history,
 )
 from samzamp.model.grouper import expand, group, task_order
-from samzamp.model.job_model import JobModel, TaskModel
+from samzamp.model.job_model import JobModel, TaskModel, intermediate_streams
 from samzamp.systems.base import SystemAdmin
 
 __all__ = ["JobModelCalculator", "input_partitions", "job_model"]
@@ -106,6 +108,13 @@ class JobModelCalculator:
             factor=st.elasticity_factor,
             broadcast=st.task.broadcast_inputs,
         )
+        if st.application is not None and st.application.feeds:
+            streams = intermediate_streams(model.tasks, st.application.feeds)
+            model = JobModel(
+                model.generation,
+                {n: msgspec.structs.replace(t, intermediate=streams) for n, t in model.tasks.items()},
+                model.containers,
+            )
         if known.changelog:
             for name, task in model.tasks.items():
                 joined = [str(s) for s in task.ssps if s not in known.ssp_tasks]

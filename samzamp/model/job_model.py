@@ -8,13 +8,22 @@ where it runs, so it is also what a worker process is handed to take a task on
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable, Mapping
 
 import msgspec
 
-from samzamp.api.envelope import SystemStreamPartition
+from samzamp.api.envelope import SystemStream, SystemStreamPartition
 
-__all__ = ["ContainerModel", "JobModel", "TaskModel"]
+__all__ = ["ContainerModel", "IntermediateStreamModel", "JobModel", "TaskModel", "intermediate_streams"]
+
+
+class IntermediateStreamModel(msgspec.Struct, frozen=True):
+    """An intermediate stream in a job model: its partitions, and how many tasks of the whole job
+    send to it (virtual tasks included): the count of named control messages (end of stream,
+    drain) its aggregate partition waits for, Samza's producer task count."""
+
+    partitions: int
+    producers: int
 
 
 class TaskModel(msgspec.Struct, frozen=True):
@@ -22,12 +31,14 @@ class TaskModel(msgspec.Struct, frozen=True):
     (how a worker's frames name them). ``changelog_partition`` is the partition of each store's
     changelog that holds this task's state. ``markers`` are the state markers of the task's last
     checkpoint (store -> changelog offset), from which its stores are restored: filled in by the
-    container that starts the task, as only the checkpoint knows them."""
+    container that starts the task, as only the checkpoint knows them. ``intermediate``: each
+    intermediate stream of an application (``system.stream``) as the whole job sees it."""
 
     name: str
     ssps: tuple[SystemStreamPartition, ...]
     changelog_partition: int = 0
     markers: dict[str, str] = {}
+    intermediate: dict[str, IntermediateStreamModel] = {}
 
 
 class ContainerModel(msgspec.Struct, frozen=True):
@@ -62,3 +73,20 @@ class JobModel(msgspec.Struct, frozen=True):
     def owners(self) -> dict[str, str]:
         """Task name -> the processor id that runs it."""
         return {task: pid for pid, c in self.containers.items() for task in c.tasks}
+
+
+def intermediate_streams(
+    tasks: Mapping[str, TaskModel], feeds: Mapping[SystemStream, Collection[SystemStream]]
+) -> dict[str, IntermediateStreamModel]:
+    """Each intermediate stream (``system.stream``) of ``feeds`` (intermediate stream -> the
+    streams whose messages reach it) over ``tasks``: its partitions (as the tasks read them) and
+    its producers, the tasks that read any stream feeding it."""
+    out: dict[str, IntermediateStreamModel] = {}
+    for target, sources in feeds.items():
+        wanted = set(sources)
+        producers = sum(1 for t in tasks.values() if any(s.system_stream in wanted for s in t.ssps))
+        partitions = 1 + max(
+            (s.partition for t in tasks.values() for s in t.ssps if s.system_stream == target), default=-1
+        )
+        out[f"{target.system}.{target.stream}"] = IntermediateStreamModel(partitions, producers)
+    return out

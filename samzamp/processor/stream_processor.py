@@ -32,7 +32,6 @@ from samzamp.api.task import AsyncStreamTask
 from samzamp.commit.elasticity import check_state_factor, starting_checkpoints
 from samzamp.commit.topic_checkpoint import TopicCheckpointManager
 from samzamp.config.settings import JobSettings
-from samzamp.config.validate import load_task_class
 from samzamp.container.container import SamzaContainer
 from samzamp.container.run_loop import RunLoop
 from samzamp.coordinator.factory import job_coordinator_factory
@@ -46,6 +45,7 @@ from samzamp.drain.notification import DRAIN_NAMESPACE, cleanup
 from samzamp.gc_freeze import freeze_start_up
 from samzamp.metrics.registry import MetricsRegistry
 from samzamp.model.job_model import JobModel
+from samzamp.operators.factory import job_task_class
 from samzamp.processor.listener import ContainerListener
 from samzamp.processor.systems import Systems
 from samzamp.systems.inmemory.system import InMemoryStreams
@@ -151,7 +151,7 @@ class StreamProcessor:
         st = self.settings
         for warning in st.warnings:
             log.warning("%s", warning)
-        task_class = load_task_class(st.task.task_class)
+        task_class = job_task_class(st)
         # Before anything starts: a coordinator may need an extra (zk: its ZooKeeper client).
         coordinators = job_coordinator_factory(st)
         if st.pool_size >= 2 and issubclass(task_class, AsyncStreamTask):
@@ -226,7 +226,8 @@ class StreamProcessor:
         Raises MembershipExpired when the processor must join again."""
         st, systems, loop = self.settings, self.systems, asyncio.get_running_loop()
         if self.pool is not None:
-            await self.pool.start(systems.worker_config())
+            app = st.application
+            await self.pool.start(systems.worker_config(), app.digest if app is not None else "")
             self.pool.time_calls(st.task.callback_timeout_ms, "task.callback.timeout.ms")
         container = self.container = SamzaContainer(
             st,

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from samzamp.api.envelope import SystemStream
 from samzamp.api.errors import ConfigError, SystemFailureError
+from samzamp.config.application import ApplicationPlan
 from samzamp.config.settings import JobSettings
 from samzamp.config.system_kinds import INMEMORY
 from samzamp.systems.base import SystemAdmin, SystemConsumer, SystemProducer
@@ -101,16 +102,61 @@ class Systems:
         for ss in wanted:
             stream = st.stream(ss)
             admin = self.admins[ss.system]
-            if ss.stream in admin.partition_counts([ss.stream]):
+            if stream.intermediate or ss.stream in admin.partition_counts([ss.stream]):
                 continue
             partitions = stream.partitions or st.systems[ss.system].default_partitions
             admin.create_stream(ss.stream, partitions, st.systems[ss.system].replication_factor, stream.topic_configs)
-        missing = [ss for ss in st.task.inputs if ss.stream not in self.admins[ss.system].partition_counts([ss.stream])]
+        sources = [ss for ss in st.task.inputs if ss not in st.task.intermediate]
+        missing = [ss for ss in sources if ss.stream not in self.admins[ss.system].partition_counts([ss.stream])]
         if missing:
             names = ", ".join(str(ss) for ss in missing)
             raise SystemFailureError(
                 f"input stream {names} does not exist; create it, or set streams.<id>.partitions so samzamp creates it"
             )
+        if st.application is not None:
+            self._create_intermediate_streams(st.application, sources)
+
+    def _create_intermediate_streams(self, app: ApplicationPlan, sources: list[SystemStream]) -> None:
+        """Each intermediate stream of the application, created when missing with
+        job.intermediate.stream.partitions partitions (default: the largest input's count). One
+        that exists with another count is a ConfigError: keys would land elsewhere and its
+        end-of-stream counts would change. Then both sides of each stream-stream join must come
+        from streams with one partition count."""
+        st = self.settings
+        counts: dict[SystemStream, int] = {}
+        for ss in sources:
+            counts[ss] = self.admins[ss.system].partition_counts([ss.stream])[ss.stream]
+        default = max(counts.values(), default=1)
+        for ss in sorted(app.intermediate):
+            stream = st.stream(ss)
+            want = stream.partitions or default
+            admin = self.admins[ss.system]
+            have = admin.partition_counts([ss.stream]).get(ss.stream)
+            if have is None:
+                admin.create_stream(ss.stream, want, st.systems[ss.system].replication_factor, stream.topic_configs)
+                have = admin.partition_counts([ss.stream]).get(ss.stream, want)
+            if have != want:
+                how = (
+                    "job.intermediate.stream.partitions"
+                    if stream.partitions
+                    else "the largest input partition count, as job.intermediate.stream.partitions is unset"
+                )
+                raise ConfigError(
+                    "job.intermediate.stream.partitions",
+                    f"intermediate stream {ss.stream!r} exists with {have} partitions, but the job wants {want} "
+                    f"({how}); set job.intermediate.stream.partitions = {have}, or drain the job and delete the topic",
+                )
+            counts[ss] = have
+        for join in app.joins:
+            left = {counts[s] for s in join.left}
+            right = {counts[s] for s in join.right}
+            if len(left | right) > 1:
+                raise ConfigError(
+                    "app.class",
+                    f"join {join.op_id!r} reads streams of different partition counts "
+                    f"({', '.join(f'{s.stream}: {counts[s]}' for s in sorted(join.left | join.right))}); a key must be in "
+                    "the same task on both sides: re-key one side with partition_by, or give the inputs one count",
+                )
 
     def create_changelogs(self, model: JobModel, history: TaskHistory) -> None:
         """Each changelog topic: compacted, created when missing with a partition for every task

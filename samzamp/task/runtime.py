@@ -27,7 +27,7 @@ from typing import Any
 
 from samzamp.api.collector import MessageCollector, TaskCoordinator
 from samzamp.api.context import TaskContext
-from samzamp.api.envelope import IncomingMessageEnvelope, SystemStreamPartition
+from samzamp.api.envelope import IncomingMessageEnvelope, SystemStream, SystemStreamPartition
 from samzamp.api.errors import SystemFailureError
 from samzamp.api.serde import Serde
 from samzamp.api.task import (
@@ -80,11 +80,13 @@ class TaskRuntime:
         drop_producer_errors: bool,
         ignored_exceptions: tuple[str, ...],
         fallback_system: str | None = None,
+        intermediate: frozenset[SystemStream] = frozenset(),
     ) -> None:
         self.model = model
         self.name = model.name
         self.ssps = model.ssps
         self.index_of = {ssp: i for i, ssp in enumerate(model.ssps)}
+        self.reads_intermediate = any(ssp.system_stream in intermediate for ssp in model.ssps)
         self.task: Any = task_factory()
         self.collector = TaskCollector(
             model.name,
@@ -103,6 +105,7 @@ class TaskRuntime:
             k, m = serdes_of(ssp.system_stream)
             self.decoders.append((None if k is None else k.from_bytes, None if m is None else m.from_bytes))
         self.storage: TaskStorage | None = None
+        self.metrics = metrics
         self._drop_deser = drop_deserialization_errors
         self._ignored = ignored_exceptions
         self.m_deser_errors = metrics.counter("SystemConsumersMetrics", "deserialization error")
@@ -136,7 +139,10 @@ class TaskRuntime:
         if isinstance(self.task, InitableTask):
             stores = dict(self.storage.stores) if self.storage is not None else {}
             try:
-                self.task.init(TaskContext(self.name, frozenset(self.ssps), config, stores))
+                context = TaskContext(
+                    self.name, frozenset(self.ssps), config, stores, task_model=self.model, metrics=self.metrics
+                )
+                self.task.init(context)
             except Exception as e:
                 raise task_failure(self.name, e) from e
 
@@ -291,10 +297,13 @@ class TaskRuntime:
         return self._run_hook(task.window if isinstance(task, WindowableTask) else None)
 
     def end_of_stream(self) -> ReadableCoordinator:
-        """Run on_end_of_stream(); the requests always include a shutdown of this task."""
+        """Run on_end_of_stream() (every source SSP of the task ended); the requests include a
+        shutdown of this task, unless it reads intermediate streams: its operators decide when
+        they ended too."""
         task = self.task
         coordinator = self._run_hook(task.on_end_of_stream if isinstance(task, EndOfStreamListenerTask) else None)
-        coordinator.shutdown()
+        if not self.reads_intermediate:
+            coordinator.shutdown()
         return coordinator
 
     def on_drain(self) -> ReadableCoordinator:
@@ -355,4 +364,5 @@ def build_task_runtime(
         drop_producer_errors=settings.drop_producer_errors,
         ignored_exceptions=settings.ignored_exceptions,
         fallback_system=fallback_system,
+        intermediate=settings.intermediate,
     )

@@ -41,7 +41,6 @@ import logging
 import shutil
 import tempfile
 import weakref
-import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,11 +50,13 @@ from samzamp.api.envelope import SystemStream
 from samzamp.api.serde import Serde
 from samzamp.config import JobSettings, load_config, validate
 from samzamp.config.config import Config
+from samzamp.config.stream_serdes import StreamSerdes
 from samzamp.processor.stream_processor import StreamProcessor
 from samzamp.serde.registry import SerdeRegistry
 from samzamp.storage.dirs import store_dir
 from samzamp.storage.lmdb import LmdbEngine
 from samzamp.systems.inmemory.system import InMemoryStreams
+from samzamp.systems.partitioner import murmur2_partition
 
 __all__ = ["Record", "TestResult", "TestRunner"]
 
@@ -92,6 +93,7 @@ class TestResult:
         self.metrics = processor.metrics.snapshot()
         self._task_names = sorted(processor.container.tasks) if processor.container is not None else []
         self._serdes = SerdeRegistry(self.settings.serializers)
+        self._stream_serdes_of = StreamSerdes(self.settings)
         # The stores' directory lives as long as this result: removed by ``close`` or when the
         # result is garbage-collected (or at exit).
         self._cleanup = weakref.finalize(self, shutil.rmtree, state_dir, ignore_errors=True)
@@ -118,10 +120,7 @@ class TestResult:
         return found[0] if found else None
 
     def _stream_serdes(self, ss: SystemStream) -> tuple[Serde | None, Serde | None]:
-        st = self.settings.stream(ss)
-        key = self._serdes.get(st.key_serde, f"streams.{st.stream_id}.samza.key.serde") if st.key_serde else None
-        msg = self._serdes.get(st.msg_serde, f"streams.{st.stream_id}.samza.msg.serde") if st.msg_serde else None
-        return key, msg
+        return self._stream_serdes_of(ss)
 
     def records(self, stream: str, system: str | None = None) -> list[list[tuple[Any, Any]]]:
         """(key, message) pairs per partition of ``stream``, decoded with the stream's serdes; [] if
@@ -211,6 +210,14 @@ class TestRunner:
         self._streams: dict[str, InMemoryStreams] = {}  # of the latest run
 
     @classmethod
+    def from_app(cls, app_class: type | str, config: Mapping[str, Any] | None = None) -> TestRunner:
+        """A runner for the application ``app_class`` (a ``StreamApplication``): its input streams
+        are given with ``add_input``; its intermediate streams run in memory, and the run ends when
+        end of stream has gone through the whole graph."""
+        path = app_class if isinstance(app_class, str) else f"{app_class.__module__}:{app_class.__qualname__}"
+        return cls(None, {**(config or {}), "app.class": path})
+
+    @classmethod
     def from_config(
         cls, path: str | Path, overrides: Mapping[str, Any] | None = None, task_class: type | str | None = None
     ) -> TestRunner:
@@ -290,8 +297,9 @@ class TestRunner:
             log.info("TestRunner: %s is ignored (changelogs need Kafka); the store has none", k)
             del config[k]
         config.pop("job.container.thread.pool.size", None)  # every task inline, in this process
-        inputs = list(dict.fromkeys([*_configured_inputs(config, own), *self._inputs]))
-        config["task.inputs"] = [f"{ss.system}.{ss.stream}" for ss in inputs]
+        if not config.get("app.class"):  # an application's inputs come from its graph
+            inputs = list(dict.fromkeys([*_configured_inputs(config, own), *self._inputs]))
+            config["task.inputs"] = [f"{ss.system}.{ss.stream}" for ss in inputs]
         config.setdefault("job.logged.store.base.dir", state_dir)
         config.setdefault("job.non-logged.store.base.dir", state_dir)
         return config
@@ -313,6 +321,8 @@ class TestRunner:
         streams = self._streams = {name: InMemoryStreams() for name in settings.systems}
         for ss in settings.task.inputs:
             st = settings.stream(ss)
+            if st.intermediate:  # created by the processor, as on a broker, and never bounded
+                continue
             key_serde = registry.get(st.key_serde, f"streams.{st.stream_id}.samza.key.serde") if st.key_serde else None
             msg_serde = registry.get(st.msg_serde, f"streams.{st.stream_id}.samza.msg.serde") if st.msg_serde else None
             given = self._inputs.get(ss, [[] for _ in range(st.partitions or 1)])  # no messages: empty
@@ -326,7 +336,7 @@ class TestRunner:
                     if kb is None:
                         p, unkeyed = unkeyed % n, unkeyed + 1
                     else:
-                        p = zlib.crc32(kb) % n
+                        p = murmur2_partition(kb, n)
                     parts[p].append(
                         (kb, None if r.message is None else _encode(msg_serde, r.message, ss, "message"), r.timestamp)
                     )

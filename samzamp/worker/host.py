@@ -31,17 +31,17 @@ from typing import TYPE_CHECKING, NoReturn
 
 import msgspec
 
-from samzamp.api.errors import SystemFailureError, TaskError, WorkerError
+from samzamp.api.errors import ConfigError, SystemFailureError, TaskError, WorkerError
 from samzamp.config import Config, validate
 from samzamp.config.stream_serdes import StreamSerdes
 from samzamp.config.system_kinds import system_kind_names
-from samzamp.config.validate import load_task_class
 from samzamp.dispatch.process import frames as f
 from samzamp.dispatch.process.calls import CallSlot
 from samzamp.gc_freeze import freeze_start_up
 from samzamp.ipc import PeerGone, attach_ring
 from samzamp.metrics.registry import MetricsRegistry
 from samzamp.model.job_model import TaskModel
+from samzamp.operators.factory import job_task_class
 from samzamp.storage.manager import TaskStorage
 from samzamp.systems.base import SystemProducer
 from samzamp.systems.factory import Place
@@ -144,7 +144,14 @@ class Worker:
             if s.kind.changelogs:
                 self.kafka[name] = system.changelog_clients()
             self.producers[name] = system.producer()
-        self.task_class = load_task_class(st.task.task_class)
+        if st.application is not None and st.application.digest != self.spec.graph_digest:
+            raise ConfigError(
+                "app.class",
+                f"describe() of {st.application.app_class} built another graph in worker {self.index} "
+                f"(digest {st.application.digest}) than in the container ({self.spec.graph_digest}): it must build "
+                "the same operators, ids and streams every time it runs",
+            )
+        self.task_class = job_task_class(st)
         self.changelogs = changelog_producers(st, self.kafka)
 
     def _add_task(self, frame: f.AddTask) -> None:

@@ -869,7 +869,7 @@ def _warnings_of(**values: Any) -> dict[str, str]:
         ("systems.kafka.samza.fetch.threshold", 10000),
         ("stores.counts.rocksdb.block.size.bytes", 4096),
         ("stores.counts.object.cache.size", 1000),
-        ("app.class", "com.example.App"),
+        ("app.main.class", "com.example.Main"),
     ],
 )
 def test_samza_keys_samzamp_does_not_use_are_warnings_that_say_why(key: str, value: Any) -> None:

@@ -127,6 +127,7 @@ class WorkerSpec(msgspec.Struct, frozen=True):
     to_worker: str  # RingSpec of the loop -> worker ring, encoded
     from_worker: str
     calls_fd: int = -1  # the worker's CallSlot (see calls.py), inherited
+    graph_digest: str = ""  # an application's graph as the container built it (the worker checks its own)
 
 
 # -- loop -> worker ------------------------------------------------------------------------------

@@ -137,9 +137,9 @@ class WorkerPool:
             w.stopped = self._loop.create_future()
             self._register_metrics(w)
 
-    async def start(self, config: dict[str, Any]) -> None:
-        """Hand each worker its spec (the job's config) and wait until every one is ready to take
-        tasks on (``add_task``)."""
+    async def start(self, config: dict[str, Any], graph_digest: str = "") -> None:
+        """Hand each worker its spec (the job's config, and the digest of an application's graph)
+        and wait until every one is ready to take tasks on (``add_task``)."""
         for w in self.workers:
             spec = f.WorkerSpec(
                 f.VERSION,
@@ -150,6 +150,7 @@ class WorkerPool:
                 w.to_worker.spec().encode(),
                 w.from_worker.spec().encode(),
                 w.calls.fd,
+                graph_digest,
             )
             assert w.process is not None
             assert w.process.stdin is not None

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import threading
 import time
-import zlib
 from typing import Any
 
 from samzamp.api.envelope import SystemStreamPartition
 from samzamp.systems.base import END_OF_STREAM, OLDEST, UPCOMING, RawMessage, StartOffset
+from samzamp.systems.partitioner import murmur2_partition
 
 __all__ = ["InMemoryStreams", "InMemorySystemAdmin", "InMemorySystemConsumer", "InMemorySystemProducer"]
 
@@ -157,7 +157,7 @@ class InMemorySystemProducer:
         n = len(self._streams.partitions[stream])
         if partition is None:
             pk: Any = partition_key if partition_key is not None else key
-            partition = 0 if pk is None else zlib.crc32(pk) % n
+            partition = 0 if pk is None else murmur2_partition(pk, n)
         self._streams.append(stream, partition, key, value)
 
     def keyed_sender(self, stream: str) -> None:

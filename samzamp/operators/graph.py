@@ -1,0 +1,340 @@
+"""A task's operator graph: the application's operators built for one task, and the rules that
+move messages between them (Samza's OperatorImplGraph and the handling in OperatorImpl).
+
+- A message of an input stream goes to that stream's input operator; what an operator returns goes
+  to each of its downstream operators, depth first, in the order ``describe`` declared them.
+- A control message on an intermediate stream is counted (``control.EndOfStreamStates``), never
+  given to an operator.
+- An operator ends when every operator it reads from ended; ending, it gives what it still holds
+  (a window its panes), and a ``partition_by`` sends its end of stream to the intermediate stream.
+  A task's source inputs end together (``sources_ended``: the container saw each of its source
+  SSPs end); a source stream the task has no partition of has ended from the start; an
+  intermediate stream ends when each of its partitions in the task is done.
+- When every operator ended, the task commits and votes to shut down.
+
+Operators that run an ``async def`` run on the loop, through ``process_async``; what a window
+emits on its timer or at end of stream runs through synchronous operators only (a plan with an
+async function after a window is refused).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from samzamp.api.collector import MessageCollector, TaskCoordinator
+from samzamp.api.context import TaskContext
+from samzamp.api.envelope import IncomingMessageEnvelope, OutgoingMessageEnvelope, SystemStream, SystemStreamPartition
+from samzamp.api.errors import ConfigError, SystemFailureError
+from samzamp.api.operators import KV, OperatorSpec
+from samzamp.config.application import ApplicationPlan
+from samzamp.metrics.registry import Counter, MetricsRegistry, Timer
+from samzamp.operators.control import EndOfStreamStates
+from samzamp.operators.impl import (
+    NOTHING,
+    FilterOperator,
+    FlatMapOperator,
+    InputOperator,
+    MapOperator,
+    MergeOperator,
+    OperatorImpl,
+    PartitionByOperator,
+    SendToOperator,
+    SendToTableOperator,
+    SinkOperator,
+)
+from samzamp.operators.join import StreamStreamJoinOperator, StreamTableJoinOperator
+from samzamp.operators.window import WindowOperator
+from samzamp.serde.intermediate import ControlMessage, EndOfStreamMessage, aggregate_partition
+
+__all__ = ["OperatorGraph", "check_plan"]
+
+METRICS_GROUP = "OperatorImpl"
+FLUSH_TIMEOUT_S = 60.0
+
+
+def _make(spec: OperatorSpec) -> OperatorImpl:
+    opcode = spec.opcode
+    if opcode == "input":
+        return InputOperator(spec)
+    if opcode == "map":
+        return MapOperator(spec)
+    if opcode == "filter":
+        return FilterOperator(spec)
+    if opcode in ("flat_map", "async_flat_map"):
+        return FlatMapOperator(spec)
+    if opcode == "merge":
+        return MergeOperator(spec)
+    if opcode == "partition_by":
+        return PartitionByOperator(spec)
+    if opcode == "sink":
+        return SinkOperator(spec)
+    if opcode == "send_to":
+        return SendToTableOperator(spec) if spec.table is not None else SendToOperator(spec)
+    if opcode == "window":
+        return WindowOperator(spec)
+    if opcode == "join":
+        return StreamTableJoinOperator(spec) if spec.table is not None else StreamStreamJoinOperator(spec)
+    raise ValueError(f"unknown opcode {opcode!r} of operator {spec.op_id!r}")
+
+
+def check_plan(plan: ApplicationPlan) -> None:
+    """What the graph runner cannot run, as a config error naming the operator."""
+    for spec in plan.graph.operators:
+        if spec.opcode != "window":
+            continue
+        stack = list(spec.children)
+        while stack:
+            op = stack.pop()
+            if op.is_async:
+                raise ConfigError(
+                    "app.class",
+                    f"{op.opcode} operator {op.op_id!r} is an async def after window {spec.op_id!r}: panes are "
+                    "emitted on the window timer, which cannot await; use a plain function there",
+                )
+            stack.extend(op.children)
+
+
+class _Context:
+    """The ``impl.GraphContext`` of one task."""
+
+    def __init__(self, task: TaskContext, plan: ApplicationPlan, metrics: MetricsRegistry) -> None:
+        self.task_name = task.task_name
+        self._task = task
+        self._plan = plan
+        self.metrics = metrics
+        self.collector: Any = None  # the current call's (process, window, end of stream)
+        self.coordinator: Any = None
+
+    def store(self, name: str) -> Any:
+        return self._task.get_store(name)
+
+    def stream(self, stream_id: str) -> SystemStream:
+        return self._plan.streams[stream_id]
+
+    def now_ms(self) -> int:
+        return int(time.time() * 1000)
+
+    def flush(self) -> None:
+        """Every message the task sent so far acknowledged (or failed: the commit judges those)."""
+        flush: Callable[[float], int] | None = getattr(self.collector, "flush", None)
+        if flush is not None:
+            unacked = flush(FLUSH_TIMEOUT_S)
+            if unacked:
+                raise SystemFailureError(
+                    f"task {self.task_name!r}: {unacked} messages were not acknowledged within {FLUSH_TIMEOUT_S:.0f} s "
+                    "before its end-of-stream message to an intermediate stream; it cannot be sent after them"
+                )
+
+
+class OperatorGraph:
+    """The operators of one task and the rules of the module docstring."""
+
+    def __init__(self, plan: ApplicationPlan) -> None:
+        self.plan = plan
+        self.ops: list[OperatorImpl] = []
+        # By spec: an intermediate stream's input has the op id of its partition_by (Samza's stream id).
+        impl_of: dict[int, OperatorImpl] = {}
+        for spec in plan.graph.operators:
+            op = impl_of[id(spec)] = _make(spec)
+            self.ops.append(op)
+        self.parents: dict[OperatorImpl, list[OperatorImpl]] = {}
+        for spec in plan.graph.operators:
+            op = impl_of[id(spec)]
+            op.children = [impl_of[id(c)] for c in spec.children]
+            self.parents[op] = [impl_of[id(p)] for p in spec.parents]
+        self.is_async = plan.is_async()
+        self._inputs: dict[SystemStream, InputOperator] = {}
+        self._keyed: set[SystemStream] = set()
+        self._metrics: dict[OperatorImpl, tuple[Counter, Timer]] = {}
+        self._timed = [op for op in self.ops if type(op).on_timer is not OperatorImpl.on_timer]
+        self._voted = False
+        self._deferred = False  # ends found at init, propagated at the first call with a collector
+
+    # -- set-up ---------------------------------------------------------------------------------
+    def init(self, context: TaskContext) -> None:
+        metrics = context.metrics if context.metrics is not None else MetricsRegistry()
+        ctx = self.ctx = _Context(context, self.plan, metrics)
+        plan = self.plan
+        for op in self.ops:
+            if isinstance(op, InputOperator):
+                assert op.spec.stream is not None
+                ss = plan.streams[op.spec.stream]
+                self._inputs[ss] = op
+                if op.spec.keyed:
+                    self._keyed.add(ss)
+            self._metrics[op] = (
+                metrics.counter(METRICS_GROUP, f"{op.op_id}-messages"),
+                metrics.timer(METRICS_GROUP, f"{op.op_id}-handle-message-ns"),
+            )
+            op.init(ctx)
+        self._timer_ns = {op: metrics.timer(METRICS_GROUP, f"{op.op_id}-handle-timer-ns") for op in self._timed}
+        model = context.task_model
+        streams = model.intermediate if model is not None else {}
+        ssps = context.ssps
+        mine = {ssp.system_stream for ssp in ssps}
+        self._partitions = {
+            ss: streams[f"{ss.system}.{ss.stream}"].partitions
+            for ss in plan.intermediate
+            if f"{ss.system}.{ss.stream}" in streams
+        }
+        expected = {
+            ss: streams[f"{ss.system}.{ss.stream}"].producers
+            for ss in plan.intermediate
+            if f"{ss.system}.{ss.stream}" in streams
+        }
+        self.end_of_stream = EndOfStreamStates((s for s in ssps if s.system_stream in plan.intermediate), expected)
+        # The intermediate streams this task sends its end of stream to: those fed by a stream it reads.
+        self._produces = {ss for ss, feeds in plan.feeds.items() if feeds & mine}
+        for ss, op in self._inputs.items():
+            if ss not in mine:  # no partition of it here: it never gives this task a message
+                op.ended = True
+                self._deferred = True
+
+    # -- messages -------------------------------------------------------------------------------
+    def process(
+        self, envelope: IncomingMessageEnvelope, collector: MessageCollector, coordinator: TaskCoordinator
+    ) -> None:
+        ctx = self.ctx
+        ctx.collector = collector
+        ctx.coordinator = coordinator
+        if self._deferred:
+            self._propagate()
+        ssp = envelope.system_stream_partition
+        message = envelope.message
+        if isinstance(message, ControlMessage):
+            self._on_control(ssp, message)
+            return
+        ss = ssp.system_stream
+        if ss in self._keyed:
+            message = KV(envelope.key, message)
+        self._push(self._inputs[ss], message)
+
+    async def process_async(
+        self, envelope: IncomingMessageEnvelope, collector: MessageCollector, coordinator: TaskCoordinator
+    ) -> None:
+        ctx = self.ctx
+        ctx.collector = collector
+        ctx.coordinator = coordinator
+        if self._deferred:
+            self._propagate()
+        ssp = envelope.system_stream_partition
+        message = envelope.message
+        if isinstance(message, ControlMessage):
+            self._on_control(ssp, message)
+            return
+        ss = ssp.system_stream
+        if ss in self._keyed:
+            message = KV(envelope.key, message)
+        await self._push_async(self._inputs[ss], message)
+
+    def _push(self, op: OperatorImpl, message: Any) -> None:
+        counter, timer = self._metrics[op]
+        started = time.perf_counter_ns()
+        outs = op.process(message)
+        ns = time.perf_counter_ns() - started
+        counter.count += 1
+        timer.count += 1
+        timer.total_ns += ns
+        if ns > timer.max_ns:
+            timer.max_ns = ns
+        if outs is NOTHING:
+            return
+        children = op.children
+        for out in outs:
+            for child in children:
+                self._push(child, out)
+
+    async def _push_async(self, op: OperatorImpl, message: Any) -> None:
+        counter, timer = self._metrics[op]
+        started = time.perf_counter_ns()
+        outs = await op.process_async(message) if op.is_async else op.process(message)
+        ns = time.perf_counter_ns() - started
+        counter.count += 1
+        timer.count += 1
+        timer.total_ns += ns
+        if ns > timer.max_ns:
+            timer.max_ns = ns
+        if outs is NOTHING:
+            return
+        children = op.children
+        for out in outs:
+            for child in children:
+                await self._push_async(child, out)
+
+    def _emit(self, op: OperatorImpl, outs: Iterable[Any]) -> None:
+        """What ``op`` gave outside a message (timer, end of stream), to its downstream operators."""
+        for out in outs:
+            for child in op.children:
+                self._push(child, out)
+
+    # -- timer ----------------------------------------------------------------------------------
+    def window(self, collector: MessageCollector, coordinator: TaskCoordinator) -> None:
+        ctx = self.ctx
+        ctx.collector = collector
+        ctx.coordinator = coordinator
+        if self._deferred:
+            self._propagate()
+        now = ctx.now_ms()
+        for op in self._timed:
+            started = time.perf_counter_ns()
+            outs = op.on_timer(now)
+            self._emit(op, outs)
+            timer = self._timer_ns[op]
+            ns = time.perf_counter_ns() - started
+            timer.count += 1
+            timer.total_ns += ns
+            timer.max_ns = max(timer.max_ns, ns)
+
+    # -- end of stream --------------------------------------------------------------------------
+    def sources_ended(self, collector: MessageCollector, coordinator: TaskCoordinator) -> None:
+        """Every source SSP of the task ended (the container's on_end_of_stream)."""
+        ctx = self.ctx
+        ctx.collector = collector
+        ctx.coordinator = coordinator
+        for ss, op in self._inputs.items():
+            if ss not in self.plan.intermediate:
+                op.ended = True
+        self._propagate()
+
+    def _on_control(self, ssp: SystemStreamPartition, message: ControlMessage) -> None:
+        if not isinstance(message, EndOfStreamMessage):
+            return  # watermarks and drains through intermediate streams are not sent yet
+        states = self.end_of_stream
+        if states.update(ssp, message.task_name):
+            # The aggregate partition heard from every producer: the other partitions learn it.
+            for p in range(self._partitions[ssp.system_stream]):
+                if p != ssp.partition:
+                    self._send_control(ssp.system_stream, EndOfStreamMessage(None), p)
+        ss = ssp.system_stream
+        if states.stream_done(ss) and not self._inputs[ss].ended:
+            self._inputs[ss].ended = True
+            self._propagate()
+
+    def _send_control(self, ss: SystemStream, message: ControlMessage, partition: int) -> None:
+        self.ctx.collector.send(OutgoingMessageEnvelope(ss, message, partition=partition))
+
+    def _propagate(self) -> None:
+        """End each operator whose inputs all ended, in graph order; vote once all ended."""
+        self._deferred = False
+        for op in self.ops:
+            if op.ended or isinstance(op, InputOperator):
+                continue
+            if all(p.ended for p in self.parents[op]):
+                op.ended = True
+                self._emit(op, op.on_end_of_stream())
+                if isinstance(op, PartitionByOperator) and op.stream in self._produces:
+                    self.ctx.flush()  # no record of this task may land after its end of stream
+                    ss = op.stream
+                    self._send_control(
+                        ss, EndOfStreamMessage(self.ctx.task_name), aggregate_partition(ss.stream, self._partitions[ss])
+                    )
+        if not self._voted and all(op.ended for op in self.ops):
+            self._voted = True
+            self.ctx.coordinator.commit()
+            self.ctx.coordinator.shutdown()
+
+    def close(self) -> None:
+        for op in self.ops:
+            op.close()
