@@ -79,6 +79,14 @@ def _make(spec: OperatorSpec) -> OperatorImpl:
     raise ValueError(f"unknown opcode {opcode!r} of operator {spec.op_id!r}")
 
 
+def _input_of(child: OperatorImpl, child_spec: OperatorSpec, parent: OperatorSpec) -> OperatorImpl:
+    """What ``parent``'s messages go to in ``child``: a stream-stream join takes them through the
+    side ``parent`` is on (Samza's PartialJoinOperatorImpl), any other operator itself."""
+    if isinstance(child, StreamStreamJoinOperator):
+        return child.left if child_spec.parents[0] is parent else child.right
+    return child
+
+
 def check_plan(plan: ApplicationPlan) -> None:
     """What the graph runner cannot run, as a config error naming the operator."""
     for spec in plan.graph.operators:
@@ -142,8 +150,10 @@ class OperatorGraph:
         self.parents: dict[OperatorImpl, list[OperatorImpl]] = {}
         for spec in plan.graph.operators:
             op = impl_of[id(spec)]
-            op.children = [impl_of[id(c)] for c in spec.children]
+            op.children = [_input_of(impl_of[id(c)], c, spec) for c in spec.children]
             self.parents[op] = [impl_of[id(p)] for p in spec.parents]
+            if isinstance(op, StreamStreamJoinOperator):  # its sides give what it gives
+                op.left.children = op.right.children = op.children
         self.is_async = plan.is_async()
         self._inputs: dict[SystemStream, InputOperator] = {}
         self._keyed: set[SystemStream] = set()
@@ -164,10 +174,13 @@ class OperatorGraph:
                 self._inputs[ss] = op
                 if op.spec.keyed:
                     self._keyed.add(ss)
-            self._metrics[op] = (
+            counted = (
                 metrics.counter(METRICS_GROUP, f"{op.op_id}-messages"),
                 metrics.timer(METRICS_GROUP, f"{op.op_id}-handle-message-ns"),
             )
+            self._metrics[op] = counted
+            if isinstance(op, StreamStreamJoinOperator):
+                self._metrics[op.left] = self._metrics[op.right] = counted
             op.init(ctx)
         self._timer_ns = {op: metrics.timer(METRICS_GROUP, f"{op.op_id}-handle-timer-ns") for op in self._timed}
         model = context.task_model
