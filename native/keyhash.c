@@ -8,6 +8,9 @@
  * 64-bit FNV-1a over the serialized key bytes, then MurmurHash3's 64-bit finalizer fmix64. A key's
  * bucket is that hash modulo the factor F; a null key's bucket is its offset modulo F.
  *
+ * With control_to_all (an application's intermediate partition), a null-keyed record whose value
+ * starts with type byte 1-3 (end of stream, drain, watermark) goes into every list, as a marker does.
+ *
  * split_by_key_bucket runs on the fetch thread for every polled batch, holding the GIL: it reads the
  * batch's offsets and keys in one pass, hashes the keys four at a time, then fills F lists allocated
  * at their final sizes (no append, no regrowth).
@@ -102,7 +105,19 @@ static PyObject *mod_key_hash(PyObject *Py_UNUSED(module), PyObject *key) {
  * by hash_pending (the batch's tuple keeps the key alive; bytes cannot change). ``i`` is the
  * message's index.
  */
-static Py_ssize_t bucket_of(PyObject *msg, Py_ssize_t i, Py_ssize_t factor, pending_t *pending) {
+/* A null-keyed message whose value starts with type byte 1, 2 or 3: a control record of an
+ * application's intermediate stream (samzamp/serde/intermediate.py), which every virtual task of
+ * the partition must see. */
+static int is_control_record(PyObject *msg) {
+    if (!PyTuple_Check(msg) || PyTuple_GET_SIZE(msg) < 3) return 0;
+    PyObject *value = PyTuple_GET_ITEM(msg, 2);
+    if (!PyBytes_Check(value) || PyBytes_GET_SIZE(value) < 1) return 0;
+    unsigned char kind = (unsigned char)PyBytes_AS_STRING(value)[0];
+    return kind >= 1 && kind <= 3;
+}
+
+static Py_ssize_t bucket_of(PyObject *msg, Py_ssize_t i, Py_ssize_t factor, int control_to_all,
+                            pending_t *pending) {
     PyObject *offset, *key;
     int owned = 0;
     if (PyTuple_Check(msg) && PyTuple_GET_SIZE(msg) >= 2) {
@@ -132,6 +147,8 @@ static Py_ssize_t bucket_of(PyObject *msg, Py_ssize_t i, Py_ssize_t factor, pend
     } else if (factor == 1) {
         bucket = 0; /* every key's bucket; a wrong key type still raises below */
         if (key != Py_None && !PyObject_CheckBuffer(key)) goto bad_key;
+    } else if (key == Py_None && control_to_all && is_control_record(msg)) {
+        bucket = MARKER;
     } else if (key == Py_None) {
         if (!overflow) {
             bucket = (Py_ssize_t)((unsigned long long)off % (unsigned long long)factor);
@@ -178,10 +195,13 @@ bad_shape:
 }
 
 static PyObject *mod_split_by_key_bucket(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 2) {
-        PyErr_Format(PyExc_TypeError, "split_by_key_bucket(msgs, factor) takes 2 arguments, got %zd", nargs);
+    if (nargs != 2 && nargs != 3) {
+        PyErr_Format(PyExc_TypeError, "split_by_key_bucket(msgs, factor, control_to_all=False) takes 2 or 3 arguments, got %zd",
+                     nargs);
         return NULL;
     }
+    int control_to_all = nargs == 3 ? PyObject_IsTrue(args[2]) : 0;
+    if (control_to_all < 0) return NULL;
     Py_ssize_t factor = PyLong_AsSsize_t(args[1]);
     if (factor == -1 && PyErr_Occurred()) return NULL;
     if (factor < 1) {
@@ -206,7 +226,7 @@ static PyObject *mod_split_by_key_bucket(PyObject *Py_UNUSED(module), PyObject *
     }
     Py_ssize_t markers = 0, npending = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
-        Py_ssize_t b = bucket_of(PyTuple_GET_ITEM(msgs, i), i, factor, &pending[npending]);
+        Py_ssize_t b = bucket_of(PyTuple_GET_ITEM(msgs, i), i, factor, control_to_all, &pending[npending]);
         if (b == -2) goto out;
         buckets[i] = b;
         if (b == PENDING) npending++;
@@ -254,7 +274,8 @@ static PyMethodDef module_methods[] = {
     {"key_hash", (PyCFunction)mod_key_hash, METH_O,
      "key_hash(key, /) -> int: FNV-1a 64 of the key bytes, then fmix64 (unsigned 64-bit)"},
     {"split_by_key_bucket", (PyCFunction)(void (*)(void))mod_split_by_key_bucket, METH_FASTCALL,
-     "split_by_key_bucket(msgs, factor, /) -> list[list]: msgs split by key bucket, markers in every list"},
+     "split_by_key_bucket(msgs, factor, control_to_all=False, /) -> list[list]: msgs split by key bucket, "
+     "markers (and with control_to_all, null-keyed control records) in every list"},
     {NULL, NULL, 0, NULL},
 };
 

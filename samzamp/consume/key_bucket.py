@@ -50,11 +50,21 @@ def key_bucket(key: bytes | None, offset: int, factor: int) -> int:
     return _keyhash.key_hash(key) % factor
 
 
-def split_by_key_bucket(msgs: Sequence[RawMessage], factor: int) -> list[list[RawMessage]]:
+def split_by_key_bucket(
+    msgs: Sequence[RawMessage], factor: int, control_to_all: bool = False
+) -> list[list[RawMessage]]:
     """``msgs`` (one partition's, in offset order) split into ``factor`` lists by key bucket, each in
-    the order given. A control marker (negative offset) goes into every list, where it was.
-    ``factor`` < 1 raises ValueError; a message whose key is neither bytes nor None raises TypeError."""
-    return _keyhash.split_by_key_bucket(msgs, factor)
+    the order given. A control marker (negative offset) goes into every list, where it was; with
+    ``control_to_all`` (a partition of an application's intermediate stream) so does a control
+    record: a null key and a value whose type byte is 1-3 (``serde.intermediate``), which every
+    virtual task of the partition must count. ``factor`` < 1 raises ValueError; a message whose key
+    is neither bytes nor None raises TypeError."""
+    return _keyhash.split_by_key_bucket(msgs, factor, control_to_all)
+
+
+def _is_control(m: RawMessage) -> bool:
+    value = m[2] if len(m) > 2 else None
+    return isinstance(value, bytes) and len(value) > 0 and 1 <= value[0] <= 3
 
 
 def key_hash_reference(key: bytes) -> int:
@@ -70,14 +80,16 @@ def key_hash_reference(key: bytes) -> int:
     return h
 
 
-def split_by_key_bucket_reference(msgs: Sequence[RawMessage], factor: int) -> list[list[RawMessage]]:
+def split_by_key_bucket_reference(
+    msgs: Sequence[RawMessage], factor: int, control_to_all: bool = False
+) -> list[list[RawMessage]]:
     """``split_by_key_bucket`` in pure Python: the definition the native code is tested against."""
     if factor < 1:
         raise ValueError(f"split_by_key_bucket: factor {factor} is not >= 1 (job.elasticity.factor)")
     out: list[list[RawMessage]] = [[] for _ in range(factor)]
     for m in msgs:
         offset, key = m[0], m[1]
-        if offset < 0:
+        if offset < 0 or (control_to_all and key is None and _is_control(m)):
             for bucket in out:
                 bucket.append(m)
         elif key is None:

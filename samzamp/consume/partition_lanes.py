@@ -51,6 +51,7 @@ class PartitionLanes:
         "_pack",
         "_unowned",
         "buckets",
+        "control_to_all",
         "factor",
         "fetched",
         "lanes",
@@ -69,10 +70,13 @@ class PartitionLanes:
         pack_runs: int,
         keyhash: Timer,
         unowned: Counter,
+        control_to_all: bool = False,
     ) -> None:
         """``factor``: key buckets, 1 when every lane reads every message. ``pack_runs``: as
         ``SystemConsumers``'. ``keyhash`` times the key-bucket split; ``unowned`` counts the data
-        messages of buckets that no lane here reads."""
+        messages of buckets that no lane here reads. ``control_to_all``: the partition is an
+        application's intermediate stream, whose control records go to every key bucket."""
+        self.control_to_all = control_to_all
         self.ssp = ssp
         self.lanes: list[Lane] = []
         # Per lane: its key bucket (-1: every message), and the offset up to which it skips.
@@ -124,7 +128,7 @@ class PartitionLanes:
         parts: list[list[RawMessage]] = []
         if self.factor > 1:
             started = time.perf_counter_ns()
-            parts = split_by_key_bucket(msgs, self.factor)
+            parts = split_by_key_bucket(msgs, self.factor, self.control_to_all)
             self._keyhash.update(time.perf_counter_ns() - started)
             if len(self.lanes) < self.factor:  # buckets that no task here reads
                 owned = set(self.buckets.values())

@@ -23,7 +23,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 
-from samzamp.api.envelope import SystemStreamPartition
+from samzamp.api.envelope import SystemStream, SystemStreamPartition
 from samzamp.consume.backpressure import POLL, Backpressure, Decision
 from samzamp.consume.chooser import MessageChooser
 from samzamp.consume.high_watermarks import HighWatermarks
@@ -86,11 +86,14 @@ class SystemConsumers:
         clock: Callable[[], float] = time.monotonic,
         elasticity_factor: int = 1,
         pack_runs: int = 0,
+        intermediate: frozenset[SystemStream] = frozenset(),
     ) -> None:
         """``ssps``: partitions their consumers were registered for already, each read whole by one task.
         ``elasticity_factor``: the key buckets a partition read by bucket is split into.
         ``pack_runs``: buffer messages as packed runs of up to this many (``samzamp.consume.packed``;
-        every task runs in a worker process), 0 to buffer them one by one."""
+        every task runs in a worker process), 0 to buffer them one by one. ``intermediate``: an
+        application's intermediate streams, whose control records reach every key bucket."""
+        self._intermediate = intermediate
         self._consumers = consumers
         self._pack = pack_runs
         # How many messages one lane's buffer holds (any thread).
@@ -143,7 +146,15 @@ class SystemConsumers:
 
     # -- which lanes are read (loop thread) ---------------------------------------------------
     def _reader(self, partition: SystemStreamPartition, start: StartOffset, factor: int) -> PartitionLanes:
-        return PartitionLanes(partition, start, factor, self._pack, self._keyhash, self._unowned)
+        return PartitionLanes(
+            partition,
+            start,
+            factor,
+            self._pack,
+            self._keyhash,
+            self._unowned,
+            control_to_all=partition.system_stream in self._intermediate,
+        )
 
     def add(self, starts: dict[Lane, StartOffset]) -> None:
         """Start reading each lane of ``starts`` from its start offset (OLDEST or an exact offset, such

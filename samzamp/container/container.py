@@ -106,6 +106,7 @@ class SamzaContainer:
             # Every task runs in a worker: the fetch thread packs what it fetched for them, unless a
             # task takes one message per choice (task.consumer.batch.size 0 or 1).
             pack_runs=st.consumer_batch_size if pool is not None and st.consumer_batch_size > 1 else 0,
+            intermediate=st.intermediate,
         )
         self.run_loop = RunLoop(self.consumers, checkpoints, st, metrics, loop)
         self._ssp_gauges = SspGauges(metrics, self.consumers.high_watermark)

@@ -315,8 +315,9 @@ class OperatorGraph:
         if not isinstance(message, EndOfStreamMessage):
             return  # watermarks and drains through intermediate streams are not sent yet
         states = self.end_of_stream
-        if states.update(ssp, message.task_name):
-            # The aggregate partition heard from every producer: the other partitions learn it.
+        # The aggregate partition heard from every producer: the other partitions learn it, from
+        # the one virtual task of it that owns key bucket 0 (each of them counted the same names).
+        if states.update(ssp, message.task_name) and ssp.key_bucket <= 0:
             for p in range(self._partitions[ssp.system_stream]):
                 if p != ssp.partition:
                     self._send_control(ssp.system_stream, EndOfStreamMessage(None), p)

@@ -208,3 +208,38 @@ def test_stub_matches_the_module() -> None:
     stub = ast.parse(Path(samzamp.__file__).with_name("_keyhash.pyi").read_text())
     names = {n.name for n in stub.body if isinstance(n, ast.FunctionDef)}
     assert names == {n for n in dir(_keyhash) if not n.startswith("_")}
+
+
+def _with_control_records(rng: random.Random, n: int) -> list[RawMessage]:
+    """A batch of an intermediate partition: null-keyed records of each type byte 0-3 mixed in."""
+    out = []
+    for offset, key, value, ts in _random_batch(rng, n):
+        if offset >= 0 and key is None:
+            value = bytes([rng.randrange(0, 5)]) + (value or b"")
+        out.append((offset, key, value, ts))
+    return out
+
+
+@pytest.mark.parametrize("factor", [1, 2, 3, 8])
+def test_split_with_control_to_all_native_equals_reference(factor: int) -> None:
+    rng = random.Random(100 + factor)
+    for n in (0, 1, 17, 500):
+        batch = _with_control_records(rng, n)
+        for control_to_all in (False, True):
+            native = split_by_key_bucket(batch, factor, control_to_all)
+            assert native == split_by_key_bucket_reference(batch, factor, control_to_all)
+
+
+def test_control_records_of_an_intermediate_partition_reach_every_bucket() -> None:
+    batch = _with_control_records(random.Random(3), 2000)
+    control = [m for m in batch if m[0] >= 0 and m[1] is None and m[2] and 1 <= m[2][0] <= 3]
+    user_null = [m for m in batch if m[0] >= 0 and m[1] is None and m not in control]
+    assert control and user_null, "the batch must hold both for this test to mean anything"
+    buckets = split_by_key_bucket(batch, 4, True)
+    for b, lst in enumerate(buckets):
+        assert [m for m in lst if m in control] == control  # every control record, in order
+        # A null-keyed user record (type byte 0, or anything but 1-3) still goes by its offset.
+        assert [m for m in lst if m in user_null] == [m for m in user_null if m[0] % 4 == b]
+    # Without the flag a control record is an ordinary null-keyed record: one bucket, by offset.
+    plain = split_by_key_bucket(batch, 4)
+    assert sum(1 for lst in plain for m in lst if m in control) == len(control)
