@@ -234,7 +234,8 @@ def test_control_records_of_an_intermediate_partition_reach_every_bucket() -> No
     batch = _with_control_records(random.Random(3), 2000)
     control = [m for m in batch if m[0] >= 0 and m[1] is None and m[2] and 1 <= m[2][0] <= 3]
     user_null = [m for m in batch if m[0] >= 0 and m[1] is None and m not in control]
-    assert control and user_null, "the batch must hold both for this test to mean anything"
+    assert control, "the batch must hold control records for this test to mean anything"
+    assert user_null, "and null-keyed user records"
     buckets = split_by_key_bucket(batch, 4, True)
     for b, lst in enumerate(buckets):
         assert [m for m in lst if m in control] == control  # every control record, in order
