@@ -56,6 +56,7 @@ class ApplicationPlan:
     # a task reading any of them sends to it (and its end of stream).
     feeds: dict[SystemStream, frozenset[SystemStream]]
     joins: tuple[JoinSides, ...]
+    derived: frozenset[str] = frozenset()  # the keys the plan added to the user's config
 
     def is_async(self) -> bool:
         """Some operator runs an ``async def``: the graph runs on the container's loop."""
@@ -218,5 +219,6 @@ def plan_application(
         intermediate=frozenset(intermediate),
         feeds=feeds,
         joins=tuple(joins),
+        derived=frozenset(derived),
     )
     return Config({**config, **derived}), plan

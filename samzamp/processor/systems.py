@@ -81,8 +81,12 @@ class Systems:
 
     def worker_config(self) -> dict[str, Any]:
         """The job's config for worker processes: each system's address as this process resolved it
-        (a Kafka system's brokers, maybe the embedded broker's) in place of what the config said."""
-        config = dict(self.settings.config)
+        (a Kafka system's brokers, maybe the embedded broker's) in place of what the config said.
+        An application's config goes as the user wrote it: each worker plans it itself, from its own
+        ``describe``, and compares the graph it gets with this process's."""
+        app = self.settings.application
+        derived = app.derived if app is not None else frozenset()
+        config = {k: v for k, v in self.settings.config.items() if k not in derived}
         for system in self._opened.values():
             config.update(system.address_config())
         return config

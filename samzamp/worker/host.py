@@ -147,7 +147,7 @@ class Worker:
         if st.application is not None and st.application.digest != self.spec.graph_digest:
             raise ConfigError(
                 "app.class",
-                f"describe() of {st.application.app_class} built another graph in worker {self.index} "
+                f"describe() of {st.application.app_class} built another graph in this worker "
                 f"(digest {st.application.digest}) than in the container ({self.spec.graph_digest}): it must build "
                 "the same operators, ids and streams every time it runs",
             )
@@ -300,7 +300,10 @@ class Worker:
         self.out.clear()
 
     def fail(self, t: int, error: BaseException) -> NoReturn:
-        self.send_now(f.Failed(t, type(error).__name__, str(error)))
+        if isinstance(error, ConfigError):
+            self.send_now(f.Failed(t, "ConfigError", error.problem, error.key))
+        else:
+            self.send_now(f.Failed(t, type(error).__name__, str(error)))
         raise _Stopped
 
     def _process(self, frame: f.Process) -> None:

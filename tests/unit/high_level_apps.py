@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import itertools
 from datetime import timedelta
 from typing import Any
 
@@ -77,16 +76,6 @@ class AsyncAfterWindow(StreamApplication):
 
         window = Windows.tumbling_window(timedelta(seconds=1), int, lambda m, n: n + 1)
         app.input_stream("lines").window(window, id="w").map(late).send_to(app.output_stream("out"))
-
-
-_calls = itertools.count()
-
-
-class Unstable(StreamApplication):
-    """A describe that builds another graph each time it runs (an id from a counter)."""
-
-    def describe(self, app: StreamApplicationDescriptor) -> None:
-        app.input_stream("lines").partition_by(lambda m: m, lambda m: m, id=f"p{next(_calls)}")
 
 
 class NotAnApplication:

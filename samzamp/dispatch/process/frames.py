@@ -301,11 +301,13 @@ class CommitReady(_Frame):
 
 
 class Failed(_Frame):
-    """A task failed; ``message`` already names the task, SSP and offset."""
+    """A task failed; ``message`` already names the task, SSP and offset. A ``ConfigError`` (at
+    start: the worker's own plan of the job) carries its key, and its problem as the message."""
 
     task: int
     kind: str  # the exception's class name, for task.ignored.exceptions reporting
     message: str
+    key: str = ""
 
 
 class Stopped(_Frame):

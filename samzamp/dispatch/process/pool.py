@@ -39,7 +39,7 @@ import msgspec
 import psutil
 
 from samzamp.api.envelope import SystemStreamPartition
-from samzamp.api.errors import CallbackTimeoutError, SerdeError, TaskError, WorkerError
+from samzamp.api.errors import CallbackTimeoutError, ConfigError, SerdeError, TaskError, WorkerError
 from samzamp.dispatch.process import frames as f
 from samzamp.dispatch.process.calls import CallSlot
 from samzamp.ipc import EndOfQueue, Ring, create_ring
@@ -268,8 +268,10 @@ class WorkerPool:
             handler(frame)
         elif isinstance(frame, f.Failed):
             t = frame.task
-            if t < 0:
-                err: BaseException = WorkerError(f"{w.describe()} could not start: {frame.kind}: {frame.message}")
+            if t < 0 and frame.kind == "ConfigError":  # the job as the worker read it: exit 2, as here
+                err: BaseException = ConfigError(frame.key, f"{frame.message} ({w.describe()})")
+            elif t < 0:
+                err = WorkerError(f"{w.describe()} could not start: {frame.kind}: {frame.message}")
             elif t in w.adding:
                 err = WorkerError(
                     f"{w.describe()} could not start task {w.task_names[t]!r}: {frame.kind}: {frame.message}"
