@@ -79,7 +79,12 @@ def test_keyed_tumbling_window_folds_each_key_apart_and_fires_in_fire_time_order
     feed(op, ctx, 1_500, "b", "a", "b")
     feed(op, ctx, 2_100, "c")
     feed(op, ctx, 2_200, "a")
-    assert list(op.on_timer(5_000)) == [pane("b", 1_000, 2), pane("a", 1_000, 1), pane("c", 2_000, 1), pane("a", 2_000, 1)]
+    assert list(op.on_timer(5_000)) == [
+        pane("b", 1_000, 2),
+        pane("a", 1_000, 1),
+        pane("c", 2_000, 1),
+        pane("a", 2_000, 1),
+    ]
 
 
 def test_unkeyed_tumbling_window_folds_every_message_into_one_pane(ctx):
