@@ -11,7 +11,8 @@ never joins after one).
 
 ``StreamTableJoinOperator`` joins one stream with a table: ``fn(value, record)`` with the table's
 record of the message's key; a message whose key has no record is dropped and counted
-(``join-dropped-messages`` in the task's ``TaskName-<task name>`` group).
+(``join-dropped-messages`` in the task's ``TaskName-<task name>`` group). In both, a join function
+that returns None joined nothing: the message gives no output (as Samza's).
 """
 
 from __future__ import annotations
@@ -59,7 +60,8 @@ class JoinSide(OperatorImpl):
         if other is None or other[1] <= now - self.ttl_ms:
             return NOTHING
         # The join function takes the first input's value first, whichever side this is.
-        return (self.fn(kv.value, other[0]) if self.is_left else self.fn(other[0], kv.value),)
+        joined = self.fn(kv.value, other[0]) if self.is_left else self.fn(other[0], kv.value)
+        return NOTHING if joined is None else (joined,)  # None: the function joined nothing (Samza)
 
 
 class StreamStreamJoinOperator(OperatorImpl):
@@ -114,4 +116,5 @@ class StreamTableJoinOperator(OperatorImpl):
         if record is None:
             self.dropped.count += 1
             return NOTHING
-        return (self.fn(kv.value, record),)
+        joined = self.fn(kv.value, record)
+        return NOTHING if joined is None else (joined,)  # None: the function joined nothing (Samza)

@@ -132,3 +132,12 @@ def test_stream_table_join_sees_the_table_as_it_is_now(ctx, table_join):
 def test_stream_table_join_takes_kv_messages(table_join):
     with pytest.raises(TypeError, match="join 'job-1-join-0' takes KV"):
         table_join.process(("k", 1))
+
+
+def test_a_join_function_that_returns_none_joins_nothing(ctx):
+    spec = OperatorSpec(OP, "join", fn=lambda left, right: None if right == "skip" else [left, right], ttl_ms=TTL)
+    op = StreamStreamJoinOperator(spec)
+    op.init(ctx)
+    at(ctx, 0, op.left, "k", "L")
+    assert at(ctx, 1, op.right, "k", "skip") == []
+    assert at(ctx, 2, op.right, "k", "R") == [["L", "R"]]
