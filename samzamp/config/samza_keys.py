@@ -182,9 +182,11 @@ SAMZA_KEYS: tuple[SamzaKey, ...] = (
     SamzaKey(
         "task.callback.watermark.timeout.ms",
         "timing out watermark callbacks",
-        "samzamp runs low-level tasks, which have no watermarks",
+        "samzamp's windows are in processing time and no watermark reaches a task yet",
     ),
-    SamzaKey("task.watermark.*", "watermarks", "samzamp runs low-level tasks, which have no watermarks"),
+    SamzaKey(
+        "task.watermark.*", "watermarks", "samzamp's windows are in processing time and no watermark reaches a task yet"
+    ),
     SamzaKey(
         "task.transactional.state.checkpoint.enabled",
         "checkpointing stores with the input offsets",
@@ -192,8 +194,12 @@ SAMZA_KEYS: tuple[SamzaKey, ...] = (
     ),
     # app
     SamzaKey("app.runner.class", "the application runner", _NO_CLUSTER),
-    SamzaKey("app.main.class", "the application's main class", "samzamp runs the task named by task.class"),
-    SamzaKey("app.main.args", "the application's main arguments", "samzamp runs the task named by task.class"),
+    SamzaKey(
+        "app.main.class", "the application's main class", "samzamp runs the class named by app.class or task.class"
+    ),
+    SamzaKey(
+        "app.main.args", "the application's main arguments", "samzamp runs the class named by app.class or task.class"
+    ),
     SamzaKey(
         "app.mode",
         "batch or stream mode",
