@@ -248,7 +248,7 @@ class OperatorGraph:
         ss = ssp.system_stream
         if ss in self._keyed:
             message = KV(envelope.key, message)
-        await self._push_async(self._inputs[ss], message)
+        await self._push_async(self._inputs[ss], message, collector, coordinator)
 
     def _compile(self, op: OperatorImpl) -> Push:
         """``op``'s push: process a message, count it, time one in ``TIMED_EVERY``, and push what it
@@ -284,11 +284,21 @@ class OperatorGraph:
         self._pushes[op] = push
         return push
 
-    async def _push_async(self, op: OperatorImpl, message: Any) -> None:
+    async def _push_async(
+        self, op: OperatorImpl, message: Any, collector: MessageCollector, coordinator: TaskCoordinator
+    ) -> None:
+        """``_compile``'s push for a graph on the loop, where up to task.max.concurrency messages are
+        in flight at once: each operator sees the collector and coordinator of its own message."""
         counter, timer = self._metrics[op]
         counter.count += 1
+        ctx = self.ctx
         started = time.perf_counter_ns()
-        outs = await op.process_async(message) if op.is_async else op.process(message)
+        if op.is_async:
+            outs = await op.process_async(message)
+        else:
+            ctx.collector = collector  # set just before the call: nothing runs in between
+            ctx.coordinator = coordinator
+            outs = op.process(message)
         ns = time.perf_counter_ns() - started
         timer.count += 1
         timer.total_ns += ns
@@ -299,7 +309,7 @@ class OperatorGraph:
         children = op.children
         for out in outs:
             for child in children:
-                await self._push_async(child, out)
+                await self._push_async(child, out, collector, coordinator)
 
     def _emit(self, op: OperatorImpl, outs: Iterable[Any]) -> None:
         """What ``op`` gave outside a message (timer, end of stream), to its downstream operators."""
