@@ -4,23 +4,39 @@ stream-table and stream-stream joins; bad applications; the example configs as t
 
 from __future__ import annotations
 
+import random
+import struct
 import subprocess
 import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
+import msgspec
 import pytest
-from kafka_util import ROOT, child_env, create_topic
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
+from kafka_util import ROOT, Container, child_env, create_topic, wait_until
+
+from samzamp.consume.key_bucket import key_bucket
+from samzamp.systems.partitioner import murmur2_partition
 
 pytestmark = pytest.mark.integration
 
+WORD_COUNT_APP = "samzamp.examples.word_count_app:WordCountApp"
 
-def app_toml(job: str, app_class: str, topics: dict[str, tuple[str, int]], extra: str = "") -> str:
+
+def app_toml(
+    job: str, app_class: str, topics: dict[str, tuple[str, int]], extra: str = "", state: Path | None = None
+) -> str:
     """A job running ``app_class``; ``topics``: stream id -> (its topic, its partition count), so
-    tests sharing the broker never share a topic."""
+    tests sharing the broker never share a topic; its stores under ``state`` (else ./state)."""
+    top = f'"job.logged.store.base.dir" = "{state}"\n"job.non-logged.store.base.dir" = "{state}"\n' if state else ""
     streams = "".join(
         f'\n[streams.{sid}]\nsamza.physical.name = "{topic}"\npartitions = {n}\n' for sid, (topic, n) in topics.items()
     )
-    return f"""
+    return f"""{top}
 [job]
 name = "{job}"
 default.system = "kafka"
@@ -155,3 +171,161 @@ def test_a_join_of_streams_with_different_partition_counts_exits_2_naming_it(
         _run_to_exit(config, broker.bootstrap_servers), f"{job}-1-join-paid", f"{orders}: 2", f"{payments}: 4"
     )
     assert "different partition counts" in last
+
+
+# -- Helpers: feeding lines, reading what came out ----------------------------------------------------
+
+
+def intermediate_topic(job: str, op_id: str = "by-word") -> str:
+    """The documented name of a partition_by's topic: ``<job.name>-<job.id>-partition_by-<id>``."""
+    return f"{job}-1-partition_by-{op_id}"
+
+
+def make_lines(rng: random.Random, words: int, vocabulary: list[str], per_line: int = 10) -> list[str]:
+    """Lines of ``per_line`` words drawn from ``vocabulary`` (skewed: the first words are the most
+    frequent; some capitalized, which the application lower-cases)."""
+    weights = [1.0 / (i + 1) for i in range(len(vocabulary))]
+    drawn = rng.choices(vocabulary, weights, k=words)
+    drawn = [w.upper() if rng.random() < 0.05 else w for w in drawn]
+    return [" ".join(drawn[i : i + per_line]) for i in range(0, words, per_line)]
+
+
+def count_words(lines: Iterable[str]) -> Counter[str]:
+    return Counter(w for line in lines for w in line.lower().split())
+
+
+def produce_lines(bootstrap: str, topic: str, partitions: int, lines: list[str], first: int = 0) -> None:
+    """Line i goes to partition (first + i) % partitions."""
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for i, line in enumerate(lines):
+        p.produce(topic, line.encode(), partition=(first + i) % partitions)
+        if i % 2000 == 0:
+            p.poll(0)
+    assert p.flush(30) == 0
+
+
+def sentinels(prefix: str, partitions: int, factor: int = 1) -> list[str]:
+    """One word for each task of a word count over ``partitions`` partitions and ``factor`` key
+    buckets: the task its partition_by (JSON key, murmur2) and key bucket send it to."""
+    found: dict[tuple[int, int], str] = {}
+    i = 0
+    while len(found) < partitions * factor:
+        word = f"{prefix}{i}"
+        key = msgspec.json.encode(word)
+        found.setdefault((murmur2_partition(key, partitions), key_bucket(key, 0, factor)), word)
+        i += 1
+    return [found[k] for k in sorted(found)]
+
+
+class TopicReader:
+    """Every record of a topic's partitions from the oldest, read on: ``read`` adds what arrived
+    since the last read, up to each partition's end as it is when the read starts."""
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int) -> None:
+        self.records: list[Message] = []
+        self._topic = topic
+        self._next = dict.fromkeys(range(partitions), 0)  # partition -> the next offset to read
+        self._consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "test-app-read"})
+        self._consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+
+    def read(self, timeout: float = 30) -> list[Message]:
+        """Every record so far."""
+        ends = {p: self._end(p) for p in self._next}
+        deadline = time.monotonic() + timeout
+        while any(self._next[p] < end for p, end in ends.items()):
+            assert time.monotonic() < deadline, f"reading {self._topic} did not reach {ends} (at {self._next})"
+            for m in self._consumer.consume(5000, 0.2):
+                if m.error() is None:
+                    self.records.append(m)
+                    self._next[m.partition()] = m.offset() + 1
+        return self.records
+
+    def _end(self, partition: int) -> int:
+        try:
+            return int(
+                self._consumer.get_watermark_offsets(TopicPartition(self._topic, partition), timeout=10, cached=False)[
+                    1
+                ]
+            )
+        except KafkaException as e:
+            if e.args[0].code() == KafkaError._UNKNOWN_PARTITION:  # noqa: SLF001 - not created yet
+                return 0
+            raise
+
+    def close(self) -> None:
+        self._consumer.close()
+
+
+def long_counts(records: Iterable[Message]) -> Counter[str]:
+    """The sum of the counts per word of ``word -> count`` records (string keys, long values)."""
+    out: Counter[str] = Counter()
+    for m in records:
+        out[m.key().decode()] += struct.unpack(">q", m.value())[0]
+    return out
+
+
+def partition_count(bootstrap: str, topic: str) -> int | None:
+    topics = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10).topics
+    return len(topics[topic].partitions) if topic in topics else None
+
+
+def wait_for(cond: Callable[[], bool], timeout: float, what: str, container: Container) -> None:
+    wait_until(cond, timeout, what, container)
+
+
+# -- Acceptance 1: word count as an application --------------------------------------------------------
+
+WORDS = 200_000
+PARTITIONS = 4
+
+
+@pytest.mark.parametrize(("pool", "factor"), [(0, 1), (2, 1), (2, 2)], ids=["inline", "pool2", "pool2-factor2"])
+def test_word_count_application_counts_every_word_exactly(
+    broker, unique: str, tmp_path: Path, pool: int, factor: int
+) -> None:
+    """The example word count (flat_map -> partition_by(word) -> 2 s keyed tumbling window -> send_to)
+    over 4 input partitions: the counts of all panes of a word sum to the word's count in the input,
+    exactly, and stay so; the words went through the intermediate topic of the documented name,
+    with the input's partition count."""
+    bootstrap = broker.bootstrap_servers
+    job, lines_topic, counts_topic = f"wc-{unique}", f"lines-{unique}", f"counts-{unique}"
+    create_topic(bootstrap, lines_topic, PARTITIONS)
+    vocabulary = [f"word{i}" for i in range(500)]
+    lines = make_lines(random.Random(7), WORDS, vocabulary)
+    expected = count_words(lines)
+    assert sum(expected.values()) == WORDS
+    produce_lines(bootstrap, lines_topic, PARTITIONS, lines)
+    config = tmp_path / "job.toml"
+    config.write_text(
+        app_toml(
+            job,
+            WORD_COUNT_APP,
+            {"lines": (lines_topic, PARTITIONS), "word-counts": (counts_topic, PARTITIONS)},
+            state=tmp_path / "state",
+        )
+    )
+    started = time.monotonic()
+    c = Container(
+        config,
+        bootstrap,
+        f"job.container.thread.pool.size={pool}",
+        f"job.elasticity.factor={factor}",
+        log=tmp_path / "run.log",
+    )
+    out = TopicReader(bootstrap, counts_topic, PARTITIONS)
+    try:
+        wait_for(lambda: sum(long_counts(out.read()).values()) >= WORDS, 180, "every word counted", c)
+        counted = time.monotonic() - started
+        assert long_counts(out.records) == expected
+        # They stay so: one more word for each task, sent now, comes out in a pane of a later window,
+        # which its task fires after every window it had open before (a timer fires in end order).
+        marks = sentinels("zz-mark-", PARTITIONS, factor)
+        produce_lines(bootstrap, lines_topic, PARTITIONS, marks)
+        wait_for(lambda: set(marks) <= set(long_counts(out.read())), 60, "every task's mark", c)
+        assert c.stop() == 0, c.log_text()[-3000:]
+        out.read()
+    finally:
+        out.close()
+    assert long_counts(out.records) == expected + Counter(marks)
+    assert partition_count(bootstrap, intermediate_topic(job)) == PARTITIONS
+    print(f"{WORDS} words: counted {counted:.1f} s after the start (pool {pool}, factor {factor})")
