@@ -4,7 +4,9 @@ stream-table and stream-stream joins; bad applications; the example configs as t
 
 from __future__ import annotations
 
+import json
 import random
+import signal
 import struct
 import subprocess
 import sys
@@ -15,10 +17,12 @@ from pathlib import Path
 
 import msgspec
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
-from kafka_util import ROOT, Container, child_env, create_topic, wait_until
+from kafka_util import ROOT, Container, child_env, create_topic, read_all, read_checkpoint_records, wait_until
 
+from samzamp.commit.checkpoint import Checkpoint, decode_checkpoint, decode_key
+from samzamp.config.settings import checkpoint_topic_name
 from samzamp.consume.key_bucket import key_bucket
 from samzamp.systems.partitioner import murmur2_partition
 
@@ -217,43 +221,36 @@ def sentinels(prefix: str, partitions: int, factor: int = 1) -> list[str]:
     return [found[k] for k in sorted(found)]
 
 
-class TopicReader:
-    """Every record of a topic's partitions from the oldest, read on: ``read`` adds what arrived
-    since the last read, up to each partition's end as it is when the read starts."""
+class TopicTail:
+    """The records of a topic's partitions from the oldest on, as they arrive: each ``read`` adds
+    what the broker hands over now. For waiting on progress; a complete read after the writers
+    stopped is ``read_all``'s (Tansu's ListOffsets lags a producer batch behind, so ends are never
+    taken from it)."""
 
     def __init__(self, bootstrap: str, topic: str, partitions: int) -> None:
         self.records: list[Message] = []
-        self._topic = topic
-        self._next = dict.fromkeys(range(partitions), 0)  # partition -> the next offset to read
-        self._consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "test-app-read"})
+        self._consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "test-app-tail"})
         self._consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
 
-    def read(self, timeout: float = 30) -> list[Message]:
+    def read(self) -> list[Message]:
         """Every record so far."""
-        ends = {p: self._end(p) for p in self._next}
-        deadline = time.monotonic() + timeout
-        while any(self._next[p] < end for p, end in ends.items()):
-            assert time.monotonic() < deadline, f"reading {self._topic} did not reach {ends} (at {self._next})"
-            for m in self._consumer.consume(5000, 0.2):
-                if m.error() is None:
-                    self.records.append(m)
-                    self._next[m.partition()] = m.offset() + 1
+        while batch := self._consumer.consume(5000, 0.1):
+            self.records += [m for m in batch if m.error() is None]
         return self.records
-
-    def _end(self, partition: int) -> int:
-        try:
-            return int(
-                self._consumer.get_watermark_offsets(TopicPartition(self._topic, partition), timeout=10, cached=False)[
-                    1
-                ]
-            )
-        except KafkaException as e:
-            if e.args[0].code() == KafkaError._UNKNOWN_PARTITION:  # noqa: SLF001 - not created yet
-                return 0
-            raise
 
     def close(self) -> None:
         self._consumer.close()
+
+
+def read_partitions(bootstrap: str, topic: str, partitions: int) -> dict[int, list[Message]]:
+    """Every record of the topic by partition, in offset order (the writers stopped)."""
+    out: dict[int, list[Message]] = {p: [] for p in range(partitions)}
+    for m in read_all(bootstrap, topic, list(range(partitions))):
+        out[m.partition()].append(m)
+    for p, records in out.items():
+        records.sort(key=lambda m: m.offset())
+        assert [m.offset() for m in records] == list(range(len(records))), f"{topic}[{p}] has gaps"
+    return out
 
 
 def long_counts(records: Iterable[Message]) -> Counter[str]:
@@ -312,20 +309,199 @@ def test_word_count_application_counts_every_word_exactly(
         f"job.elasticity.factor={factor}",
         log=tmp_path / "run.log",
     )
-    out = TopicReader(bootstrap, counts_topic, PARTITIONS)
+    out = TopicTail(bootstrap, counts_topic, PARTITIONS)
     try:
         wait_for(lambda: sum(long_counts(out.read()).values()) >= WORDS, 180, "every word counted", c)
         counted = time.monotonic() - started
-        assert long_counts(out.records) == expected
+        assert long_counts(out.read()) == expected
         # They stay so: one more word for each task, sent now, comes out in a pane of a later window,
         # which its task fires after every window it had open before (a timer fires in end order).
         marks = sentinels("zz-mark-", PARTITIONS, factor)
         produce_lines(bootstrap, lines_topic, PARTITIONS, marks)
         wait_for(lambda: set(marks) <= set(long_counts(out.read())), 60, "every task's mark", c)
         assert c.stop() == 0, c.log_text()[-3000:]
-        out.read()
     finally:
         out.close()
-    assert long_counts(out.records) == expected + Counter(marks)
+    assert long_counts(read_all(bootstrap, counts_topic, list(range(PARTITIONS)))) == expected + Counter(marks)
     assert partition_count(bootstrap, intermediate_topic(job)) == PARTITIONS
     print(f"{WORDS} words: counted {counted:.1f} s after the start (pool {pool}, factor {factor})")
+
+
+# -- Acceptance 2: windows across SIGKILLs --------------------------------------------------------------
+
+KILLS = 5
+CHUNK_WORDS = 20_000  # each run's new input; the clean run's too
+
+
+def _last_checkpoints(checkpoints: Iterable[Checkpoint]) -> dict[tuple[str, int], int]:
+    """(stream, partition) -> the offset the last of ``checkpoints`` covers (the last processed)."""
+    last: dict[tuple[str, int], int] = {}
+    for cp in checkpoints:
+        for o in cp.input_offsets:
+            last[(o.stream, o.partition)] = o.offset
+    return last
+
+
+def _decoded(records: Iterable[Message]) -> list[Checkpoint]:
+    out = []
+    for m in records:
+        key = decode_key(m.key())
+        assert key is not None
+        out.append(decode_checkpoint(key.task_name, m.value()))
+    return out
+
+
+def _replayed(
+    words: dict[int, list[list[str]]], checkpoints: dict[tuple[str, int], int], topic: str, ends: dict[int, int]
+) -> Counter[str]:
+    """The words a restart may read again: in each partition of ``topic``, from the offset after the
+    last checkpointed one (the oldest without a checkpoint) to the end the partition had at the kill.
+    ``words``: partition -> the words of the record at each offset."""
+    out: Counter[str] = Counter()
+    for p, end in ends.items():
+        start = checkpoints.get((topic, p), -1) + 1
+        out.update(w for record in words[p][start:end] for w in record)
+    return out
+
+
+def test_windows_across_sigkills_lose_no_word_and_repeat_only_what_at_least_once_allows(
+    broker, unique: str, tmp_path: Path
+) -> None:
+    """Five SIGKILLs at random points of a windowed word count (pool 2), then a clean run.
+
+    What at least once allows, and why. A run is killed; the next restores each task's window store
+    to the task's last checkpoint (its changelog up to the checkpoint's marker) and reads its inputs
+    again from that checkpoint on. So:
+
+    - the store never counts a record twice: it holds what was folded up to the checkpoint, and only
+      what came after the checkpoint is folded again;
+    - stage 1 (lines -> partition_by) sends again the words of the lines it reads again: the
+      intermediate topic holds I(w) >= input(w) records of word w, at most input(w) + R1(w), where
+      R1(w) counts w in each lines partition from its last checkpoint to its end at each kill;
+    - stage 2 (intermediate -> window): a window that fired after the checkpoint fires again from its
+      restored state, with the same WindowKey (word, pane id) and a count no larger than before, so
+      panes are deduplicated by (word, pane id), keeping the largest count. But the records after the
+      checkpoint are folded again into the window open *at the restart* (processing time), another
+      pane: so a word's deduplicated total T(w) counts each of its intermediate records at least once,
+      T(w) >= I(w), and at most R2(w) more, R2(w) counting w in each intermediate partition from its
+      last checkpoint to its end at each kill.
+
+    So input(w) <= I(w) <= input(w) + R1(w) and I(w) <= T(w) <= I(w) + R2(w). And windows opened in a
+    killed run come out of a later run (restored, not lost).
+    """
+    bootstrap = broker.bootstrap_servers
+    job, lines_topic, counts_topic = f"wk-{unique}", f"lines-{unique}", f"counts-{unique}"
+    intermediate = intermediate_topic(job)
+    create_topic(bootstrap, lines_topic, PARTITIONS)
+    rng = random.Random(31)
+    vocabulary = [f"word{i}" for i in range(300)]
+    config = tmp_path / "job.toml"
+    config.write_text(
+        app_toml(
+            job,
+            "graph_apps:PaneCountApp",
+            {"lines": (lines_topic, PARTITIONS), "word-counts": (counts_topic, PARTITIONS)},
+            state=tmp_path / "state",
+        )
+    )
+    overrides = ("job.container.thread.pool.size=2", "streams.word-counts.samza.msg.serde=json")
+    all_lines: list[str] = []  # line i is at offset i // 4 of partition i % 4 (one producer, in order)
+
+    def lines_ends() -> dict[int, int]:
+        return {p: len(all_lines[p::PARTITIONS]) for p in range(PARTITIONS)}
+
+    def add_lines(lines: list[str]) -> None:
+        produce_lines(bootstrap, lines_topic, PARTITIONS, lines, first=len(all_lines))
+        all_lines.extend(lines)
+
+    # Per kill: the last checkpoints, and the ends of the lines and of the intermediate topic.
+    kills: list[tuple[dict[tuple[str, int], int], dict[int, int], dict[int, int]]] = []
+    run_starts: list[float] = []
+    out = TopicTail(bootstrap, counts_topic, PARTITIONS)
+    sent = TopicTail(bootstrap, intermediate, PARTITIONS)
+    try:
+        for run in range(KILLS):
+            before = sum(count_words(all_lines).values())
+            add_lines(make_lines(rng, CHUNK_WORDS, vocabulary))
+            run_starts.append(time.time())
+            c = Container(config, bootstrap, *overrides, log=tmp_path / f"run-{run}.log")
+            # A random point of the run: once stage 1 sent some part of the new words on; in every
+            # other run also once a pane came out (so windows fired after the last checkpoint).
+            target = before + int(rng.uniform(0.2, 1.0) * CHUNK_WORDS)
+            wait_for(lambda t=target: len(sent.read()) >= t, 120, f"run {run}: {target} words sent on", c)
+            if run % 2:
+                seen = len(out.read())
+                wait_for(lambda n=seen: len(out.read()) > n, 60, f"run {run}: a pane", c)
+            c.kill()
+            assert c.proc.returncode == -signal.SIGKILL
+            ends = {p: len(records) for p, records in read_partitions(bootstrap, intermediate, PARTITIONS).items()}
+            kills.append((_last_checkpoints(read_checkpoint_records(bootstrap, job)), lines_ends(), ends))
+        # The clean run, with new input too. Once stage 1 checkpointed every line (so every word it
+        # sends is in the intermediate topic), one more word for each task: its pane comes out after
+        # every window the task had open (a timer fires windows in the order they end).
+        add_lines(make_lines(rng, CHUNK_WORDS, vocabulary))
+        run_starts.append(time.time())
+        c = Container(config, bootstrap, *overrides, log=tmp_path / "run-clean.log")
+        final = lines_ends()
+        checkpoints = TopicTail(bootstrap, checkpoint_topic_name(job, "1"), 1)
+
+        def every_line_checkpointed() -> bool:
+            last = _last_checkpoints(_decoded(checkpoints.read()))
+            return all(last.get((lines_topic, p), -1) == n - 1 for p, n in final.items())
+
+        try:
+            wait_for(every_line_checkpointed, 120, "every line processed and checkpointed", c)
+        finally:
+            checkpoints.close()
+        marks = sentinels("zz-mark-", PARTITIONS)
+        add_lines(marks)
+        wait_for(lambda: set(marks) <= {m.key().decode() for m in out.read()}, 60, "every task's mark", c)
+        assert c.stop() == 0, c.log_text()[-3000:]
+    finally:
+        out.close()
+        sent.close()
+
+    expected = count_words(all_lines)
+    panes: dict[tuple[str, str], int] = {}  # (word, pane id) -> the largest count it came with
+    restored = 0  # panes of windows opened in one run that a later run fired
+    emitted = [m for records in read_partitions(bootstrap, counts_topic, PARTITIONS).values() for m in records]
+    for m in emitted:
+        word, value = m.key().decode(), json.loads(m.value())
+        key = (word, value["pane"])
+        panes[key] = max(panes.get(key, 0), value["count"])
+        emitted_ms = m.timestamp()[1]
+        run_start = max(t for t in run_starts if emitted_ms >= t * 1000)
+        restored += int(value["pane"]) < run_start * 1000
+    totals: Counter[str] = Counter()
+    for (word, _pane), n in panes.items():
+        totals[word] += n
+
+    # The words of each record by partition and offset: the lines as produced, the intermediate
+    # records as read back (each a word as its JSON key).
+    lines_at = {p: [line.lower().split() for line in all_lines[p::PARTITIONS]] for p in range(PARTITIONS)}
+    inter_at = {
+        p: [[json.loads(m.key())] for m in records]
+        for p, records in read_partitions(bootstrap, intermediate, PARTITIONS).items()
+    }
+    written = Counter(w for records in inter_at.values() for record in records for w in record)
+    r1: Counter[str] = Counter()
+    r2: Counter[str] = Counter()
+    for checkpoints, lines_end, inter_end in kills:
+        r1 += _replayed(lines_at, checkpoints, lines_topic, lines_end)
+        r2 += _replayed(inter_at, checkpoints, intermediate, inter_end)
+
+    assert set(written) == set(expected)
+    lost_on_the_way = {w: (written[w], n) for w, n in expected.items() if written[w] < n}
+    assert not lost_on_the_way, f"words lost on the way to the intermediate topic: {lost_on_the_way}"
+    lost = {w: (totals[w], written[w]) for w in expected if totals[w] < written[w]}
+    assert not lost, f"words lost from the windows' totals (total, intermediate records): {lost}"
+    too_many_sent = {w: (written[w], n, r1[w]) for w, n in expected.items() if written[w] > n + r1[w]}
+    assert not too_many_sent, f"intermediate records beyond what stage 1's replays allow: {too_many_sent}"
+    too_many = {w: (totals[w], written[w], r2[w]) for w in expected if totals[w] > written[w] + r2[w]}
+    assert not too_many, f"counts beyond what stage 2's replays allow (total, intermediate, replayable): {too_many}"
+    assert restored > 0, "no window opened in a killed run came out of a later run"
+    print(
+        f"words {sum(expected.values())}; intermediate records {sum(written.values())} (replayable lines' "
+        f"words {sum(r1.values())}); window totals {sum(totals.values())} (replayable records "
+        f"{sum(r2.values())}); panes {len(emitted)}, {len(panes)} distinct, {restored} of restored windows"
+    )
