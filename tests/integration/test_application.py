@@ -14,11 +14,13 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
+from graph_apps import TTL
 from kafka_util import ROOT, Container, child_env, create_topic, read_all, read_checkpoint_records, wait_until
 
 from samzamp.commit.checkpoint import Checkpoint, decode_checkpoint, decode_key
@@ -505,3 +507,146 @@ def test_windows_across_sigkills_lose_no_word_and_repeat_only_what_at_least_once
         f"words {sum(r1.values())}); window totals {sum(totals.values())} (replayable records "
         f"{sum(r2.values())}); panes {len(emitted)}, {len(panes)} distinct, {restored} of restored windows"
     )
+
+
+# -- Acceptance 3: joins -----------------------------------------------------------------------------
+
+
+def produce_keyed(bootstrap: str, topic: str, records: Iterable[tuple[str, Any]], *, as_json: bool = True) -> None:
+    """Values as JSON (None: a null), or strings as they are, under string keys, placed as Kafka's
+    Java client places them (murmur2): two topics with one partition count put a key in the same
+    partition."""
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "partitioner": "murmur2_random"})
+    for key, value in records:
+        p.produce(topic, (json.dumps(value) if as_json else value).encode(), key.encode())
+    assert p.flush(30) == 0
+
+
+def keyed_json(records: Iterable[Message]) -> list[tuple[str | None, Any]]:
+    return [(None if m.key() is None else m.key().decode(), json.loads(m.value())) for m in records]
+
+
+def test_stream_table_join_enriches_each_click_with_the_profile_its_user_had(
+    broker, unique: str, tmp_path: Path
+) -> None:
+    """The click enrichment example: a table filled from "profiles", "clicks" joined with it. Each
+    phase's profiles are in the table (its changelog shows them) before its clicks are sent, so every
+    output is known exactly: a click of a user with a profile comes out once, with the profile the
+    user had; one with none (never had one, or deleted) is dropped."""
+    bootstrap = broker.bootstrap_servers
+    job = f"ce-{unique}"
+    profiles_topic, clicks_topic, out_topic = f"profiles-{unique}", f"clicks-{unique}", f"enriched-{unique}"
+    partitions = 2
+    for topic in (profiles_topic, clicks_topic):
+        create_topic(bootstrap, topic, partitions)
+    config = tmp_path / "job.toml"
+    config.write_text(
+        app_toml(
+            job,
+            "samzamp.examples.click_enrichment:ClickEnrichmentApp",
+            {
+                "profiles": (profiles_topic, partitions),
+                "clicks": (clicks_topic, partitions),
+                "enriched-clicks": (out_topic, partitions),
+            },
+            state=tmp_path / "state",
+        )
+    )
+    changelog = f"{job}-1-table-profiles"
+    users = [f"user{i}" for i in range(40)]
+    profiles = {u: {"name": f"Name {i}", "tier": "gold" if i % 3 == 0 else "basic"} for i, u in enumerate(users)}
+    c = Container(config, bootstrap, "job.container.thread.pool.size=2", log=tmp_path / "run.log")
+    table_log = TopicTail(bootstrap, changelog, partitions)
+    out = TopicTail(bootstrap, out_topic, partitions)
+    expected: list[tuple[str, Any]] = []
+
+    def clicks_phase(phase: int, table: dict[str, Any]) -> None:
+        # Clicks of every user, after each one of a user the table never had: once every click
+        # of a user with a profile came out, every click before it in its partition was processed.
+        clicks = [(u, {"user": u, "page": f"/p{phase}-{j}"}) for j in range(3) for u in [f"nobody{phase}", *users]]
+        produce_keyed(bootstrap, clicks_topic, clicks)
+        expected.extend((u, {**table[u], **click}) for u, click in clicks if u in table)
+        wait_for(lambda: len(out.read()) >= len(expected), 60, f"phase {phase}'s enriched clicks", c)
+
+    try:
+        produce_keyed(bootstrap, profiles_topic, profiles.items())
+        wait_for(lambda: len(table_log.read()) >= len(users), 60, "every profile in the table's changelog", c)
+        clicks_phase(0, profiles)
+        # Some profiles change and some are deleted (a null profile).
+        changed = {u: {"name": profiles[u]["name"], "tier": "platinum"} for u in users[:10]}
+        deleted = users[10:15]
+        produce_keyed(bootstrap, profiles_topic, [*changed.items(), *((u, None) for u in deleted)])
+        wait_for(lambda: len(table_log.read()) >= len(users) + len(changed) + len(deleted), 60, "the changes logged", c)
+        assert sum(m.value() is None for m in table_log.read()) == len(deleted)
+        table = {u: p for u, p in {**profiles, **changed}.items() if u not in deleted}
+        clicks_phase(1, table)
+        assert c.stop() == 0, c.log_text()[-3000:]
+    finally:
+        table_log.close()
+        out.close()
+    got = keyed_json(m for records in read_partitions(bootstrap, out_topic, partitions).values() for m in records)
+    assert sorted(got, key=repr) == sorted(expected, key=repr)
+
+
+def test_stream_stream_join_joins_each_pair_within_the_ttl_once_and_none_further_apart(
+    broker, unique: str, tmp_path: Path
+) -> None:
+    """graph_apps.StreamJoinApp: orders joined with payments of the same key, ttl 1 s.
+
+    Pairs sent together are joined once each (by the second of the two to arrive). Then orders whose
+    payments come late: once the orders are in the join's left store (its changelog shows them, so
+    they were processed by then), the test waits the ttl out in real time and only then sends their
+    payments, together with new pairs: the new pairs join (so the late payments were processed),
+    the late ones do not."""
+    bootstrap = broker.bootstrap_servers
+    job = f"sj-{unique}"
+    orders_topic, payments_topic, out_topic = f"orders-{unique}", f"payments-{unique}", f"paid-{unique}"
+    partitions = 2
+    for topic in (orders_topic, payments_topic):
+        create_topic(bootstrap, topic, partitions)
+    config = tmp_path / "job.toml"
+    config.write_text(
+        app_toml(
+            job,
+            "graph_apps:StreamJoinApp",
+            {"orders": (orders_topic, partitions), "payments": (payments_topic, partitions), "paid": (out_topic, 2)},
+            state=tmp_path / "state",
+        )
+    )
+    left_log = TopicTail(bootstrap, f"{job}-1-join-paid-L", partitions)
+    out = TopicTail(bootstrap, out_topic, partitions)
+    c = Container(config, bootstrap, "job.container.thread.pool.size=0", log=tmp_path / "run.log")
+    pairs = [f"o{i}" for i in range(100)]
+    late = [f"late{i}" for i in range(50)]
+    fresh = [f"n{i}" for i in range(50)]
+    # Each partition has late keys and fresh ones after them: the fresh pairs' joins show the late
+    # payments before them were processed.
+    assert {murmur2_partition(k.encode(), partitions) for k in late} == set(range(partitions))
+    assert {murmur2_partition(k.encode(), partitions) for k in fresh} == set(range(partitions))
+    try:
+        # Pairs sent together: the payments after the orders, and the other way round.
+        produce_keyed(bootstrap, orders_topic, ((k, f"{k}:order") for k in pairs[:50]), as_json=False)
+        produce_keyed(bootstrap, payments_topic, ((k, f"{k}:payment") for k in pairs), as_json=False)
+        produce_keyed(bootstrap, orders_topic, ((k, f"{k}:order") for k in pairs[50:]), as_json=False)
+        wait_for(lambda: len(out.read()) >= len(pairs), 60, "every pair joined", c)
+        # Orders whose payments come after the ttl.
+        logged = len(left_log.read())
+        produce_keyed(bootstrap, orders_topic, ((k, f"{k}:order") for k in late), as_json=False)
+        wait_for(lambda: len(left_log.read()) >= logged + len(late), 60, "the late orders stored", c)
+        processed_by = time.monotonic()
+        time.sleep(max(0.0, processed_by + TTL.total_seconds() + 0.2 - time.monotonic()))  # the ttl, in real time
+        produce_keyed(
+            bootstrap,
+            payments_topic,
+            [*((k, f"{k}:payment") for k in late), *((k, f"{k}:payment") for k in fresh)],
+            as_json=False,
+        )
+        produce_keyed(bootstrap, orders_topic, ((k, f"{k}:order") for k in fresh), as_json=False)
+        wait_for(lambda: len(out.read()) >= len(pairs) + len(fresh), 60, "the fresh pairs joined", c)
+        assert c.stop() == 0, c.log_text()[-3000:]
+    finally:
+        left_log.close()
+        out.close()
+    got = [v for _k, v in keyed_json(m for rs in read_partitions(bootstrap, out_topic, 2).values() for m in rs)]
+    expected = [{"order": f"{k}:order", "payment": f"{k}:payment"} for k in [*pairs, *fresh]]
+    assert sorted(got, key=repr) == sorted(expected, key=repr)
