@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import signal
 import struct
 import subprocess
@@ -650,3 +651,93 @@ def test_stream_stream_join_joins_each_pair_within_the_ttl_once_and_none_further
     got = [v for _k, v in keyed_json(m for rs in read_partitions(bootstrap, out_topic, 2).values() for m in rs)]
     expected = [{"order": f"{k}:order", "payment": f"{k}:payment"} for k in [*pairs, *fresh]]
     assert sorted(got, key=repr) == sorted(expected, key=repr)
+
+
+# -- Acceptance 7: the example configs, as they are ------------------------------------------------------
+
+
+class ExampleJob:
+    """``samzamp-container configs/<name>.toml`` with nothing changed: its own embedded broker, its
+    stores under the test's directory (the current directory of the container)."""
+
+    def __init__(self, name: str, tmp_path: Path) -> None:
+        self.log = tmp_path / f"{name}.log"
+        with open(self.log, "wb") as out:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "samzamp.cli.container", str(ROOT / "configs" / f"{name}.toml")],
+                stdout=out,
+                stderr=out,
+                cwd=str(tmp_path),
+                env=child_env(),
+            )
+        wait_until(lambda: "starting offsets" in self.text() or self.proc.poll() is not None, 60, f"{name} to start")
+        assert self.proc.poll() is None, self.text()[-3000:]
+        found = re.search(r"samzamp: embedded broker at (\S+)", self.text())
+        assert found, self.text()[-3000:]
+        self.bootstrap = found.group(1)
+
+    def text(self) -> str:
+        return self.log.read_text()
+
+    def stop(self) -> None:
+        self.proc.send_signal(signal.SIGTERM)
+        assert self.proc.wait(timeout=60) == 0, self.text()[-3000:]
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=30)
+
+
+def test_example_word_count_application_runs_as_it_is(tmp_path: Path) -> None:
+    """configs/word-count-app.toml on its own embedded broker: lines in, a count per word and window
+    out, summing to the words sent."""
+    job = ExampleJob("word-count-app", tmp_path)
+    try:
+        lines = ["To be or not to be", "that is the question", "to be"]
+        produce_lines(job.bootstrap, "lines", 4, lines)
+        expected = count_words(lines)
+        out = TopicTail(job.bootstrap, "word-counts", 4)
+        try:
+            wait_until(lambda: long_counts(out.read()) == expected, 60, "the counts")
+        finally:
+            out.close()
+        assert partition_count(job.bootstrap, "word-count-app-1-partition_by-by-word") == 4
+        job.stop()
+    finally:
+        job.kill()
+
+
+def test_example_click_enrichment_runs_as_it_is(tmp_path: Path) -> None:
+    """configs/click-enrichment.toml on its own embedded broker: profiles in, then clicks, enriched
+    clicks out (the click of a user without a profile dropped)."""
+    job = ExampleJob("click-enrichment", tmp_path)
+    try:
+        produce_keyed(job.bootstrap, "profiles", [("ada", {"name": "Ada", "tier": "gold"}), ("bob", {"name": "Bob"})])
+        table = TopicTail(job.bootstrap, "click-enrichment-1-table-profiles", 2)
+        try:
+            wait_until(lambda: len(table.read()) == 2, 60, "the profiles in the table")
+        finally:
+            table.close()
+        # eve has no profile; bob's click comes after hers in their partition, so once bob's
+        # enriched click is out, eve's click was processed (and dropped).
+        assert murmur2_partition(b"eve", 2) == murmur2_partition(b"bob", 2)
+        clicks = [("eve", {"user": "eve", "page": "/"}), ("ada", {"user": "ada", "page": "/pricing"})]
+        clicks += [("bob", {"user": "bob", "page": "/docs"})]
+        produce_keyed(job.bootstrap, "clicks", clicks)
+        out = TopicTail(job.bootstrap, "enriched-clicks", 2)
+        try:
+            wait_until(lambda: len(out.read()) >= 2, 60, "the enriched clicks")
+        finally:
+            out.close()
+        # All of it, before the container (and its broker) stops.
+        got = keyed_json(
+            m for records in read_partitions(job.bootstrap, "enriched-clicks", 2).values() for m in records
+        )
+        assert sorted(got, key=repr) == [
+            ("ada", {"user": "ada", "page": "/pricing", "name": "Ada", "tier": "gold"}),
+            ("bob", {"user": "bob", "page": "/docs", "name": "Bob"}),
+        ]
+        job.stop()
+    finally:
+        job.kill()
