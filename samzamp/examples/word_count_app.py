@@ -14,13 +14,11 @@ such repeats apart, and ``pane_message`` is where an application would put it in
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
+from typing import Any, ClassVar
 
 from samzamp import KV, StreamApplication, StreamApplicationDescriptor, WindowPane, Windows
 
 __all__ = ["WordCountApp", "split_words"]
-
-WINDOW = timedelta(seconds=2)
 
 
 def split_words(line: str) -> list[str]:
@@ -31,6 +29,8 @@ def split_words(line: str) -> list[str]:
 class WordCountApp(StreamApplication):
     """``lines`` -> words -> re-keyed by word -> counted per 2 s window -> ``word-counts``."""
 
+    interval: ClassVar[timedelta] = timedelta(seconds=2)  # the windows' length
+
     def describe(self, app: StreamApplicationDescriptor) -> None:
         lines = app.input_stream("lines", msg_serde="string")
         counts = app.output_stream("word-counts", key_serde="string", msg_serde="long")
@@ -38,7 +38,7 @@ class WordCountApp(StreamApplication):
             lines.flat_map(split_words)
             .partition_by(lambda word: word, lambda word: 1, id="by-word")
             .window(
-                Windows.keyed_tumbling_window(lambda kv: kv.key, WINDOW, lambda: 0, lambda kv, n: n + kv.value),
+                Windows.keyed_tumbling_window(lambda kv: kv.key, self.interval, lambda: 0, lambda kv, n: n + kv.value),
                 id="count",
             )
             .map(self.pane_message)
