@@ -13,7 +13,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -34,9 +34,7 @@ pytestmark = pytest.mark.integration
 WORD_COUNT_APP = "samzamp.examples.word_count_app:WordCountApp"
 
 
-def app_toml(
-    job: str, app_class: str, topics: dict[str, tuple[str, int]], extra: str = "", state: Path | None = None
-) -> str:
+def app_toml(job: str, app_class: str, topics: dict[str, tuple[str, int]], state: Path | None = None) -> str:
     """A job running ``app_class``; ``topics``: stream id -> (its topic, its partition count), so
     tests sharing the broker never share a topic; its stores under ``state`` (else ./state)."""
     top = f'"job.logged.store.base.dir" = "{state}"\n"job.non-logged.store.base.dir" = "{state}"\n' if state else ""
@@ -60,9 +58,7 @@ default.stream.samza.offset.default = "oldest"
 
 [metrics]
 log.interval.ms = 0
-{streams}
-{extra}
-"""
+{streams}"""
 
 
 def _run_to_exit(config: Path, bootstrap: str | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
@@ -91,25 +87,30 @@ UNREACHABLE = "127.0.0.1:9"  # never contacted: these fail while the config is p
 
 
 @pytest.mark.parametrize(
-    ("case", "app_class", "extra", "names"),
+    ("app_class", "extra", "names"),
     [
-        (
-            "app-and-task-class",
+        pytest.param(
             "samzamp.examples.word_count_app:WordCountApp",
             '[task]\nclass = "samzamp.examples.word_count:WordCountTask"\n',
             ("app.class", "task.class", "both set"),
+            id="app-and-task-class",
         ),
-        (
-            "not-a-stream-application",
+        pytest.param(
             "graph_apps:NotAnApp",
             "",
             ("app.class", "graph_apps:NotAnApp", "StreamApplication"),
+            id="not-a-stream-application",
         ),
-        ("duplicate-op-id", "graph_apps:DuplicateIdApp", "", ("app.class", "bad-1-partition_by-twice", "'twice'")),
+        pytest.param(
+            "graph_apps:DuplicateIdApp",
+            "",
+            ("app.class", "bad-1-partition_by-twice", "'twice'"),
+            id="duplicate-op-id",
+        ),
     ],
 )
 def test_a_bad_application_exits_2_naming_it(
-    tmp_path: Path, case: str, app_class: str, extra: str, names: tuple[str, ...]
+    tmp_path: Path, app_class: str, extra: str, names: tuple[str, ...]
 ) -> None:
     # Without the broker: the base points at a port nothing listens on, so a case that got past
     # planning would not exit 2 with a config error.
@@ -269,10 +270,6 @@ def partition_count(bootstrap: str, topic: str) -> int | None:
     return len(topics[topic].partitions) if topic in topics else None
 
 
-def wait_for(cond: Callable[[], bool], timeout: float, what: str, container: Container) -> None:
-    wait_until(cond, timeout, what, container)
-
-
 # -- Acceptance 1: word count as an application --------------------------------------------------------
 
 WORDS = 200_000
@@ -314,14 +311,14 @@ def test_word_count_application_counts_every_word_exactly(
     )
     out = TopicTail(bootstrap, counts_topic, PARTITIONS)
     try:
-        wait_for(lambda: sum(long_counts(out.read()).values()) >= WORDS, 180, "every word counted", c)
+        wait_until(lambda: sum(long_counts(out.read()).values()) >= WORDS, 180, "every word counted", c)
         counted = time.monotonic() - started
         assert long_counts(out.read()) == expected
         # They stay so: one more word for each task, sent now, comes out in a pane of a later window,
         # which its task fires after every window it had open before (a timer fires in end order).
         marks = sentinels("zz-mark-", PARTITIONS, factor)
         produce_lines(bootstrap, lines_topic, PARTITIONS, marks)
-        wait_for(lambda: set(marks) <= set(long_counts(out.read())), 60, "every task's mark", c)
+        wait_until(lambda: set(marks) <= set(long_counts(out.read())), 60, "every task's mark", c)
         assert c.stop() == 0, c.log_text()[-3000:]
     finally:
         out.close()
@@ -431,10 +428,10 @@ def test_windows_across_sigkills_lose_no_word_and_repeat_only_what_at_least_once
             # A random point of the run: once stage 1 sent some part of the new words on; in every
             # other run also once a pane came out (so windows fired after the last checkpoint).
             target = before + int(rng.uniform(0.2, 1.0) * CHUNK_WORDS)
-            wait_for(lambda t=target: len(sent.read()) >= t, 120, f"run {run}: {target} words sent on", c)
+            wait_until(lambda t=target: len(sent.read()) >= t, 120, f"run {run}: {target} words sent on", c)
             if run % 2:
                 seen = len(out.read())
-                wait_for(lambda n=seen: len(out.read()) > n, 60, f"run {run}: a pane", c)
+                wait_until(lambda n=seen: len(out.read()) > n, 60, f"run {run}: a pane", c)
             c.kill()
             assert c.proc.returncode == -signal.SIGKILL
             ends = {p: len(records) for p, records in read_partitions(bootstrap, intermediate, PARTITIONS).items()}
@@ -453,12 +450,12 @@ def test_windows_across_sigkills_lose_no_word_and_repeat_only_what_at_least_once
             return all(last.get((lines_topic, p), -1) == n - 1 for p, n in final.items())
 
         try:
-            wait_for(every_line_checkpointed, 120, "every line processed and checkpointed", c)
+            wait_until(every_line_checkpointed, 120, "every line processed and checkpointed", c)
         finally:
             checkpoints.close()
         marks = sentinels("zz-mark-", PARTITIONS)
         add_lines(marks)
-        wait_for(lambda: set(marks) <= {m.key().decode() for m in out.read()}, 60, "every task's mark", c)
+        wait_until(lambda: set(marks) <= {m.key().decode() for m in out.read()}, 60, "every task's mark", c)
         assert c.stop() == 0, c.log_text()[-3000:]
     finally:
         out.close()
@@ -567,17 +564,19 @@ def test_stream_table_join_enriches_each_click_with_the_profile_its_user_had(
         clicks = [(u, {"user": u, "page": f"/p{phase}-{j}"}) for j in range(3) for u in [f"nobody{phase}", *users]]
         produce_keyed(bootstrap, clicks_topic, clicks)
         expected.extend((u, {**table[u], **click}) for u, click in clicks if u in table)
-        wait_for(lambda: len(out.read()) >= len(expected), 60, f"phase {phase}'s enriched clicks", c)
+        wait_until(lambda: len(out.read()) >= len(expected), 60, f"phase {phase}'s enriched clicks", c)
 
     try:
         produce_keyed(bootstrap, profiles_topic, profiles.items())
-        wait_for(lambda: len(table_log.read()) >= len(users), 60, "every profile in the table's changelog", c)
+        wait_until(lambda: len(table_log.read()) >= len(users), 60, "every profile in the table's changelog", c)
         clicks_phase(0, profiles)
         # Some profiles change and some are deleted (a null profile).
         changed = {u: {"name": profiles[u]["name"], "tier": "platinum"} for u in users[:10]}
         deleted = users[10:15]
         produce_keyed(bootstrap, profiles_topic, [*changed.items(), *((u, None) for u in deleted)])
-        wait_for(lambda: len(table_log.read()) >= len(users) + len(changed) + len(deleted), 60, "the changes logged", c)
+        wait_until(
+            lambda: len(table_log.read()) >= len(users) + len(changed) + len(deleted), 60, "the changes logged", c
+        )
         assert sum(m.value() is None for m in table_log.read()) == len(deleted)
         table = {u: p for u, p in {**profiles, **changed}.items() if u not in deleted}
         clicks_phase(1, table)
@@ -629,11 +628,11 @@ def test_stream_stream_join_joins_each_pair_within_the_ttl_once_and_none_further
         produce_keyed(bootstrap, orders_topic, ((k, f"{k}:order") for k in pairs[:50]), as_json=False)
         produce_keyed(bootstrap, payments_topic, ((k, f"{k}:payment") for k in pairs), as_json=False)
         produce_keyed(bootstrap, orders_topic, ((k, f"{k}:order") for k in pairs[50:]), as_json=False)
-        wait_for(lambda: len(out.read()) >= len(pairs), 60, "every pair joined", c)
+        wait_until(lambda: len(out.read()) >= len(pairs), 60, "every pair joined", c)
         # Orders whose payments come after the ttl.
         logged = len(left_log.read())
         produce_keyed(bootstrap, orders_topic, ((k, f"{k}:order") for k in late), as_json=False)
-        wait_for(lambda: len(left_log.read()) >= logged + len(late), 60, "the late orders stored", c)
+        wait_until(lambda: len(left_log.read()) >= logged + len(late), 60, "the late orders stored", c)
         processed_by = time.monotonic()
         time.sleep(max(0.0, processed_by + TTL.total_seconds() + 0.2 - time.monotonic()))  # the ttl, in real time
         produce_keyed(
@@ -643,7 +642,7 @@ def test_stream_stream_join_joins_each_pair_within_the_ttl_once_and_none_further
             as_json=False,
         )
         produce_keyed(bootstrap, orders_topic, ((k, f"{k}:order") for k in fresh), as_json=False)
-        wait_for(lambda: len(out.read()) >= len(pairs) + len(fresh), 60, "the fresh pairs joined", c)
+        wait_until(lambda: len(out.read()) >= len(pairs) + len(fresh), 60, "the fresh pairs joined", c)
         assert c.stop() == 0, c.log_text()[-3000:]
     finally:
         left_log.close()
