@@ -253,7 +253,8 @@ def read_partitions(bootstrap: str, topic: str, partitions: int) -> dict[int, li
         out[m.partition()].append(m)
     for p, records in out.items():
         records.sort(key=lambda m: m.offset())
-        assert [m.offset() for m in records] == list(range(len(records))), f"{topic}[{p}] has gaps"
+        offsets = [m.offset() for m in records]
+        assert offsets == list(range(len(records))), f"{topic}[{p}]: offsets {offsets[:5]}..{offsets[-5:]}"
     return out
 
 
@@ -433,7 +434,7 @@ def test_windows_across_sigkills_lose_no_word_and_repeat_only_what_at_least_once
                 seen = len(out.read())
                 wait_until(lambda n=seen: len(out.read()) > n, 60, f"run {run}: a pane", c)
             c.kill()
-            assert c.proc.returncode == -signal.SIGKILL
+            assert c.proc.returncode == -signal.SIGKILL, f"run {run} exited by itself:\n{c.log_text()[-3000:]}"
             ends = {p: len(records) for p, records in read_partitions(bootstrap, intermediate, PARTITIONS).items()}
             kills.append((_last_checkpoints(read_checkpoint_records(bootstrap, job)), lines_ends(), ends))
         # The clean run, with new input too. Once stage 1 checkpointed every line (so every word it
