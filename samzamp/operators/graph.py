@@ -385,6 +385,12 @@ class OperatorGraph:
             self.ctx.coordinator.commit()
             self.ctx.coordinator.shutdown()
 
+    def before_commit(self) -> None:
+        """The task commits: each operator's state held in memory goes to its store first, so the
+        checkpoint covers every message processed before it."""
+        for op in self.ops:
+            op.flush()
+
     def close(self) -> None:
         for op in self.ops:
             op.close()

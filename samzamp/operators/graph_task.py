@@ -15,6 +15,7 @@ from samzamp.api.context import TaskContext
 from samzamp.api.envelope import IncomingMessageEnvelope
 from samzamp.api.task import (
     AsyncStreamTask,
+    CheckpointListenerTask,
     ClosableTask,
     EndOfStreamListenerTask,
     InitableTask,
@@ -27,7 +28,7 @@ from samzamp.operators.graph import OperatorGraph, check_plan
 __all__ = ["AsyncOperatorGraphTask", "OperatorGraphTask", "task_class"]
 
 
-class _GraphTaskBase(InitableTask, WindowableTask, EndOfStreamListenerTask, ClosableTask):
+class _GraphTaskBase(InitableTask, WindowableTask, EndOfStreamListenerTask, CheckpointListenerTask, ClosableTask):
     plan: ClassVar[ApplicationPlan]
 
     def __init__(self) -> None:
@@ -41,6 +42,9 @@ class _GraphTaskBase(InitableTask, WindowableTask, EndOfStreamListenerTask, Clos
 
     def on_end_of_stream(self, collector: MessageCollector, coordinator: TaskCoordinator) -> None:
         self.graph.sources_ended(collector, coordinator)
+
+    def before_commit(self) -> None:
+        self.graph.before_commit()
 
     def close(self) -> None:
         self.graph.close()

@@ -82,6 +82,9 @@ class OperatorImpl:
         """Every input of the operator ended: what it still holds, emitted once (then cleared)."""
         return NOTHING
 
+    def flush(self) -> None:
+        """The task commits: write what the operator holds in memory to its stores first."""
+
     def close(self) -> None:
         """The task closes."""
 

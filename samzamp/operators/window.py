@@ -14,6 +14,13 @@ whose state lives only in the operator's store, and whose triggers are rebuilt f
 - **Firing.** ``on_timer(now)`` emits the pane of each window due by ``now`` (tumbling:
   ``now >= start + interval``; session: ``now >= last + gap``), in fire-time order, and deletes its
   entry; ``on_end_of_stream`` emits every open window's pane once and deletes them all (R-A9).
+- **Write-behind.** The windows a message touched since the last commit are kept in memory (by
+  ``(key, start)``) and written to the store at the task's commit (``flush``, before its
+  changelog is flushed and its checkpoint written), when they fire, and when more than
+  ``DIRTY_LIMIT`` are waiting: a window's hundreds of messages between two commits cost one store
+  write, not one read and one write each (Samza's object cache does the same for its stores). What
+  a crash loses of them was not committed, so the replay from the checkpoint folds it again. A key
+  that cannot be a dict key (a list) goes to the store on each message.
 - **Late messages.** A tumbling message always lands in the window ``now`` is in. A message for a
   session whose gap already passed (the timer has not run yet) closes it: its pane is emitted then
   and the message starts a new session, so a session never spans a silence longer than its gap.
@@ -33,6 +40,7 @@ __all__ = ["WindowOperator"]
 
 # A trigger: when it fires, a tie-breaker (heap order never compares keys), the window's key and start.
 _Trigger = tuple[int, int, Any, int]
+DIRTY_LIMIT = 10_000  # windows waiting in memory for the store, at most
 
 
 class WindowOperator(OperatorImpl):
@@ -53,6 +61,8 @@ class WindowOperator(OperatorImpl):
         self.fold = window.fold
         self._heap: list[_Trigger] = []
         self._seq = 0
+        # Windows written since the last flush: (key, start) -> (store key, state).
+        self._dirty: dict[tuple[Any, int], tuple[list[Any], Any]] = {}
 
     # -- set-up ---------------------------------------------------------------------------------
     def init(self, context: GraphContext) -> None:
@@ -90,10 +100,9 @@ class WindowOperator(OperatorImpl):
     def process(self, message: Any) -> Iterable[Any]:
         now = self.context.now_ms()
         key = None if self.key_fn is None else self.key_fn(message)
-        store = self.store
         if self.session:
             store_key: list[Any] = [key]
-            state = store.get(store_key)
+            state = self._state(key, 0, store_key)
             closed = NOTHING
             if state is not None and now >= state["last"] + self.duration_ms:
                 closed = (self._pane(key, state),)  # its gap passed before the timer saw it
@@ -103,17 +112,50 @@ class WindowOperator(OperatorImpl):
                 self._schedule(now + self.duration_ms, key, now)
             state["v"] = self.fold(message, state["v"])
             state["last"] = max(state["last"], now)  # a clock that steps back never shortens a session
-            store.put(store_key, state)
+            self._write(key, 0, store_key, state)
             return closed
         start = now - now % self.duration_ms
         store_key = [key, start]
-        state = store.get(store_key)
+        state = self._state(key, start, store_key)
         if state is None:
             state = {"v": self.initial(), "start": start}
             self._schedule(start + self.duration_ms, key, start)
         state["v"] = self.fold(message, state["v"])
-        store.put(store_key, state)
+        self._write(key, start, store_key, state)
         return NOTHING
+
+    # -- the store, behind the dirty windows ------------------------------------------------------
+    def _state(self, key: Any, start: int, store_key: list[Any]) -> Any:
+        """The window's state: the one waiting in memory, else the store's (None: no such window).
+        ``start`` is 0 for a session (one per key)."""
+        try:
+            held = self._dirty.get((key, start))
+        except TypeError:  # an unhashable key: never held in memory
+            return self.store.get(store_key)
+        return held[1] if held is not None else self.store.get(store_key)
+
+    def _write(self, key: Any, start: int, store_key: list[Any], state: Any) -> None:
+        try:
+            self._dirty[(key, start)] = (store_key, state)
+        except TypeError:
+            self.store.put(store_key, state)
+            return
+        if len(self._dirty) > DIRTY_LIMIT:
+            self.flush()
+
+    def _forget(self, key: Any, start: int, store_key: list[Any]) -> None:
+        """The window fired: gone from memory and from the store."""
+        try:
+            self._dirty.pop((key, start), None)
+        except TypeError:
+            pass
+        self.store.delete(store_key)
+
+    def flush(self) -> None:
+        """Write the windows waiting in memory to the store (the task's commit calls it first)."""
+        if self._dirty:
+            self.store.put_all(list(self._dirty.values()))
+            self._dirty.clear()
 
     def _pane(self, key: Any, state: Any) -> WindowPane[Any, Any]:
         return WindowPane(WindowKey(key, str(state["start"])), state["v"], "default")
@@ -124,12 +166,12 @@ class WindowOperator(OperatorImpl):
         heap = self._heap
         if not heap or heap[0][0] > now_ms:
             return NOTHING
-        store = self.store
         out: list[WindowPane[Any, Any]] = []
         while heap and heap[0][0] <= now_ms:
             _fire, _seq, key, start = heapq.heappop(heap)
             store_key = [key] if self.session else [key, start]
-            state = store.get(store_key)
+            held = 0 if self.session else start
+            state = self._state(key, held, store_key)
             if state is None or state["start"] != start:
                 continue  # fired already, or replaced by a newer session of the key
             if self.session:
@@ -138,11 +180,12 @@ class WindowOperator(OperatorImpl):
                     self._schedule(due, key, start)
                     continue
             out.append(self._pane(key, state))
-            store.delete(store_key)
+            self._forget(key, held, store_key)
         return out
 
     def on_end_of_stream(self) -> Iterable[Any]:
         """Every open window's pane once, in fire-time order; the store is emptied."""
+        self.flush()
         store = self.store
         windows: list[tuple[int, int, Any, Any]] = []
         with store.all() as entries:

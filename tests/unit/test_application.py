@@ -275,3 +275,35 @@ def test_send_to_sends_a_kv_as_key_and_value() -> None:
     result = TestRunner.from_app(Rekey).add_input("lines", WORDS, partitions=2).run()
     pairs = sorted(rec for part in result.records("out") for rec in part)
     assert pairs == sorted((w.lower(), w) for w in _expected_upper())
+
+
+def test_the_tasks_commit_writes_the_windows_held_in_memory_to_their_store(tmp_path: Any) -> None:
+    from samzamp import IncomingMessageEnvelope, TaskContext
+    from samzamp.model.job_model import TaskModel
+    from samzamp.operators.factory import job_task_class
+    from samzamp.storage.lmdb import LmdbEngine
+    from samzamp.storage.store import LmdbKeyValueStore
+    from samzamp.task.coordinator import ReadableCoordinator
+
+    st = _settings("high_level_apps:WindowJoin")
+    store_name = "wordcount-1-window-w"
+    stores = {
+        n: LmdbKeyValueStore(n, LmdbEngine(tmp_path / n, sync=False), JsonSerde(), JsonSerde(), None)
+        for n in (store_name, "wordcount-1-join-j-L", "wordcount-1-join-j-R")
+    }
+    store = stores[store_name]
+    task = job_task_class(st)()
+    ssp = SystemStreamPartition("kafka", "a", 0)
+    task.init(
+        TaskContext("Partition 0", frozenset([ssp]), st.config, stores, task_model=TaskModel("Partition 0", (ssp,)))
+    )
+    task.process(IncomingMessageEnvelope(ssp, 0, "k", 1), None, ReadableCoordinator())
+    with store.all() as entries:
+        assert list(entries) == []  # held in memory
+    task.before_commit()
+    with store.all() as entries:
+        [(key, state)] = list(entries)
+    assert key[0] == "k"
+    assert state["v"] == 0  # the fold of WindowJoin keeps its initial value
+    for s in stores.values():
+        s.close()

@@ -8,6 +8,7 @@ from datetime import timedelta
 import pytest
 from fake_graph_context import FakeGraphContext
 
+import samzamp.operators.window as window_module
 from samzamp.api.operators import KV, OperatorSpec
 from samzamp.api.windows import WindowKey, WindowPane, Windows
 from samzamp.operators.window import WindowOperator
@@ -65,6 +66,8 @@ def test_tumbling_window_starts_aligned_and_the_next_interval_is_a_new_pane(ctx)
     op.init(ctx)
     feed(op, ctx, 10_999, "a")
     feed(op, ctx, 11_000, "a", "a")
+    assert ctx.contents(OP) == {}  # in memory until the task commits
+    op.flush()
     assert ctx.contents(OP) == {
         '["a",10000]': {"v": 1, "start": 10_000},
         '["a",11000]': {"v": 2, "start": 11_000},
@@ -123,6 +126,7 @@ def test_a_message_after_the_gap_closes_the_session_the_timer_has_not_fired_yet(
     op.init(ctx)
     feed(op, ctx, 0, "a", "a")
     assert feed(op, ctx, 1_000, "a") == [pane("a", 0, 2)]
+    op.flush()
     assert ctx.contents(OP) == {'["a"]': {"v": 1, "start": 1_000, "last": 1_000}}
     # The closed session's trigger finds a newer session and does not fire it early, nor again.
     assert list(op.on_timer(1_500)) == []
@@ -154,6 +158,7 @@ def test_tumbling_triggers_are_rebuilt_from_the_store_at_init(ctx):
     op.init(ctx)
     feed(op, ctx, 1_500, "a", "a")
     feed(op, ctx, 2_500, "b")
+    op.flush()  # the task commits: its windows go to the store first
     ctx = ctx.restart()  # the job stops; both windows' ends pass while it is down
     ctx.now = 3_100
     again = keyed_tumbling()
@@ -168,6 +173,7 @@ def test_a_restarted_tumbling_window_folds_on_from_its_stored_value(ctx):
     op = keyed_tumbling()
     op.init(ctx)
     feed(op, ctx, 1_100, "a", "a")
+    op.flush()  # the task commits: its windows go to the store first
     ctx = ctx.restart()
     again = keyed_tumbling()
     again.init(ctx)
@@ -180,6 +186,7 @@ def test_a_restarted_session_closes_a_gap_after_its_last_stored_message(ctx):
     op.init(ctx)
     feed(op, ctx, 0, "a")
     feed(op, ctx, 600, "a")
+    op.flush()  # the task commits: its windows go to the store first
     ctx = ctx.restart()
     again = keyed_session()
     again.init(ctx)
@@ -191,7 +198,30 @@ def test_a_store_of_another_kind_of_window_is_refused_at_init(ctx):
     op = keyed_tumbling()
     op.init(ctx)
     feed(op, ctx, 1_000, "a")
+    op.flush()  # the task commits: its windows go to the store first
     ctx = ctx.restart()
     session = keyed_session()
     with pytest.raises(ValueError, match="is not a session window's"):
         session.init(ctx)
+
+
+def test_windows_wait_in_memory_until_the_commit_and_a_crash_before_it_loses_only_those(ctx):
+    op = keyed_tumbling()
+    op.init(ctx)
+    feed(op, ctx, 1_100, "a", "a")
+    op.flush()
+    feed(op, ctx, 1_200, "a")  # after the commit: not in the store
+    ctx = ctx.restart()  # a crash: the store as committed
+    again = keyed_tumbling()
+    again.init(ctx)
+    assert list(again.on_timer(2_000)) == [pane("a", 1_000, 2)]  # the replay folds the third again
+
+
+def test_more_dirty_windows_than_the_limit_are_written_without_a_commit(ctx, monkeypatch):
+    monkeypatch.setattr(window_module, "DIRTY_LIMIT", 3)
+    op = keyed_tumbling()
+    op.init(ctx)
+    feed(op, ctx, 1_000, "a", "b", "c")
+    assert ctx.contents(OP) == {}
+    feed(op, ctx, 1_000, "d")
+    assert len(ctx.contents(OP)) == 4
