@@ -222,7 +222,11 @@ def run_job(bootstrap: str, job: str, pool: int, rep: int, words: int, workdir: 
                 if proc.poll() is not None:
                     raise RuntimeError(f"{job}: container exited with {proc.returncode} after {counted}/{words} words")
                 if time.monotonic() > deadline:
-                    raise RuntimeError(f"{job}: only {counted}/{words} words counted within 600 s")
+                    written = noop.count_topic(bootstrap, out, 0, timeout_s=30)
+                    raise RuntimeError(
+                        f"{job}: only {counted}/{words} words counted within 600 s ({len(outputs)} outputs read "
+                        f"as they came, {written} in {out} now)"
+                    )
                 for m in reader.consume(10000, 0.1):
                     value = m.value()
                     if m.error() is None and value is not None:
@@ -279,7 +283,7 @@ def show(r: Result) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--words", type=int, default=400_000, help="input words (default 400000)")
+    ap.add_argument("--words", type=int, default=1_000_000, help="input words (default 1000000)")
     ap.add_argument("--vocabulary", type=int, default=1000, help="distinct words (default 1000)")
     ap.add_argument("--repeat", type=int, default=3, help="rounds (default 3); medians reported")
     ap.add_argument("--pools", default="2", help="pool sizes, comma-separated (default 2)")
@@ -293,7 +297,11 @@ def main(argv: list[str] | None = None) -> int:
     results: list[list[Result]] = []
     try:
         bs = broker.bootstrap_servers
-        noop.create_topics(bs, [INPUT_TOPIC])
+        # Every run's topics up front: the reader of its outputs never waits for a topic to appear.
+        runs = [
+            topic for rep in range(args.repeat) for pool in pools for job in JOBS for topic in topics(job, pool, rep)
+        ]
+        noop.create_topics(bs, [INPUT_TOPIC, *runs])
         produce_lines(bs, lines)
         print(
             f"broker {bs} (tansu); input: {words} words in {len(lines)} lines, {PARTITIONS} partitions, "
