@@ -129,21 +129,24 @@ def plan_application(
         if key not in config:
             derived[key] = value
 
+    def serdes(sid: str, key_serde: str | None, msg_serde: str | None) -> None:
+        """The serdes ``describe`` named for stream ``sid`` (None: the config's, or the system's)."""
+        if key_serde is not None:
+            default(f"streams.{sid}.samza.key.serde", key_serde)
+        if msg_serde is not None:
+            default(f"streams.{sid}.samza.msg.serde", msg_serde)
+
     streams: dict[str, SystemStream] = {}
     for sid, op in graph.inputs.items():
         streams[sid] = _resolve(config, sid, default_system)
-        if op.key_serde is not None:
-            default(f"streams.{sid}.samza.key.serde", op.key_serde)
-        if op.msg_serde is not None:
-            default(f"streams.{sid}.samza.msg.serde", op.msg_serde)
+        serdes(sid, op.key_serde, op.msg_serde)
     intermediate: set[SystemStream] = set()
     for sid, op in graph.intermediates.items():
         if default_system is None and not config.get_str(f"streams.{sid}.samza.system"):
             raise ConfigError("job.default.system", f"is required: intermediate stream {sid!r} is created on it")
         default(f"streams.{sid}.samza.system", default_system)
         derived[f"streams.{sid}.samza.intermediate"] = True
-        default(f"streams.{sid}.samza.key.serde", op.key_serde)
-        default(f"streams.{sid}.samza.msg.serde", op.msg_serde)
+        serdes(sid, op.key_serde, op.msg_serde)
         partitions = config.get_int("job.intermediate.stream.partitions", 0)
         if partitions > 0:
             default(f"streams.{sid}.partitions", partitions)
@@ -151,10 +154,7 @@ def plan_application(
         intermediate.add(ss)
     for sid, out in graph.outputs.items():
         streams[sid] = _resolve(config, sid, default_system)
-        if out.key_serde is not None:
-            default(f"streams.{sid}.samza.key.serde", out.key_serde)
-        if out.msg_serde is not None:
-            default(f"streams.{sid}.samza.msg.serde", out.msg_serde)
+        serdes(sid, out.key_serde, out.msg_serde)
 
     # Operator state is changelogged where the changelog system can hold one (a job all in memory,
     # as TestRunner runs it, keeps it in its local stores only).

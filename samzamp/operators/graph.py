@@ -158,7 +158,6 @@ class OperatorGraph:
             self.parents[op] = [impl_of[id(p)] for p in spec.parents]
             if isinstance(op, StreamStreamJoinOperator):  # its sides give what it gives
                 op.left.children = op.right.children = op.children
-        self.is_async = plan.is_async()
         self._inputs: dict[SystemStream, InputOperator] = {}
         self._keyed: set[SystemStream] = set()
         self._metrics: dict[OperatorImpl, tuple[Counter, Timer]] = {}
@@ -195,16 +194,11 @@ class OperatorGraph:
         streams = model.intermediate if model is not None else {}
         ssps = context.ssps
         mine = {ssp.system_stream for ssp in ssps}
-        self._partitions = {
-            ss: streams[f"{ss.system}.{ss.stream}"].partitions
-            for ss in plan.intermediate
-            if f"{ss.system}.{ss.stream}" in streams
-        }
-        expected = {
-            ss: streams[f"{ss.system}.{ss.stream}"].producers
-            for ss in plan.intermediate
-            if f"{ss.system}.{ss.stream}" in streams
-        }
+        # Each intermediate stream as the job model sees it: its partitions and its producers.
+        known = {ss: streams.get(f"{ss.system}.{ss.stream}") for ss in plan.intermediate}
+        facts = {ss: f for ss, f in known.items() if f is not None}
+        self._partitions = {ss: f.partitions for ss, f in facts.items()}
+        expected = {ss: f.producers for ss, f in facts.items()}
         self.end_of_stream = EndOfStreamStates((s for s in ssps if s.system_stream in plan.intermediate), expected)
         # The intermediate streams this task sends its end of stream to: those fed by a stream it reads.
         self._produces = {ss for ss, feeds in plan.feeds.items() if feeds & mine}
@@ -214,9 +208,11 @@ class OperatorGraph:
                 self._deferred = True
 
     # -- messages -------------------------------------------------------------------------------
-    def process(
+    def _arrive(
         self, envelope: IncomingMessageEnvelope, collector: MessageCollector, coordinator: TaskCoordinator
-    ) -> None:
+    ) -> tuple[SystemStream, Any] | None:
+        """A message reaches the task: its input stream and what its input operator takes (a ``KV``
+        on a keyed stream), or None when it was a control message, counted here."""
         ctx = self.ctx
         ctx.collector = collector
         ctx.coordinator = coordinator
@@ -226,29 +222,25 @@ class OperatorGraph:
         message = envelope.message
         if isinstance(message, ControlMessage):
             self._on_control(ssp, message)
-            return
+            return None
         ss = ssp.system_stream
-        if ss in self._keyed:
-            message = KV(envelope.key, message)
-        self._input_push[ss](message)
+        return ss, (KV(envelope.key, message) if ss in self._keyed else message)
+
+    def process(
+        self, envelope: IncomingMessageEnvelope, collector: MessageCollector, coordinator: TaskCoordinator
+    ) -> None:
+        arrived = self._arrive(envelope, collector, coordinator)
+        if arrived is not None:
+            ss, message = arrived
+            self._input_push[ss](message)
 
     async def process_async(
         self, envelope: IncomingMessageEnvelope, collector: MessageCollector, coordinator: TaskCoordinator
     ) -> None:
-        ctx = self.ctx
-        ctx.collector = collector
-        ctx.coordinator = coordinator
-        if self._deferred:
-            self._propagate()
-        ssp = envelope.system_stream_partition
-        message = envelope.message
-        if isinstance(message, ControlMessage):
-            self._on_control(ssp, message)
-            return
-        ss = ssp.system_stream
-        if ss in self._keyed:
-            message = KV(envelope.key, message)
-        await self._push_async(self._inputs[ss], message, collector, coordinator)
+        arrived = self._arrive(envelope, collector, coordinator)
+        if arrived is not None:
+            ss, message = arrived
+            await self._push_async(self._inputs[ss], message, collector, coordinator)
 
     def _compile(self, op: OperatorImpl) -> Push:
         """``op``'s push: process a message, count it, time one in ``TIMED_EVERY``, and push what it

@@ -8,7 +8,7 @@ them and moves what they return downstream; an operator never calls another.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
 from samzamp.api.collector import MessageCollector, TaskCoordinator
@@ -207,7 +207,3 @@ class PartitionByOperator(OperatorImpl):
         partition = 0 if key is None else None
         self.context.collector.send(OutgoingMessageEnvelope(self.stream, value, key=key, partition=partition))
         return NOTHING
-
-
-Maker = Callable[[OperatorSpec], OperatorImpl]
-AsyncResult = Awaitable[Iterable[Any]]

@@ -236,7 +236,7 @@ def test_a_re_keyed_application_ends_by_itself_with_every_message(factor: int) -
     assert len(parts) == 3
     agg = aggregate_partition(topic, 3)
     named = [m for _k, m in parts[agg] if isinstance(m, EndOfStreamMessage)]
-    assert sorted(m.task_name for m in named) == sorted(result.settings.application and _producer_names(result))
+    assert sorted(m.task_name for m in named) == sorted(_producer_names(result))
     for p, part in enumerate(parts):
         copies = [m for _k, m in part if isinstance(m, EndOfStreamMessage) and m.task_name is None]
         assert len(copies) == (0 if p == agg else 1)
