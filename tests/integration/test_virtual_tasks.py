@@ -40,9 +40,13 @@ def produce_keyed(bootstrap: str, topic: str, partitions: int, keys: int, per_ke
 
 
 def task_records(record_dir: Path, kind: str = "V") -> dict[str, list[list[str]]]:
-    """Task name (as in its record file's name) -> its records of ``kind`` in the order written."""
+    """Task name (as in its record file's name) -> its records of ``kind`` in the order written.
+
+    A task's files (one per process that ran it) are read oldest last-write first: a file's name holds a
+    pid, and pids do not grow with time (they wrap), so the name says nothing of which run came first.
+    """
     out: dict[str, list[list[str]]] = defaultdict(list)
-    for f in sorted(record_dir.glob("*.log")):
+    for f in sorted(record_dir.glob("*.log"), key=lambda f: (f.stat().st_mtime_ns, f.name)):
         task = f.name.rsplit(".", 2)[0].replace("_", " ", 1)
         out[task].extend(line.split()[1:] for line in f.read_text().splitlines() if line.startswith(kind + " "))
     return dict(out)
