@@ -16,7 +16,13 @@ from samzamp.api.envelope import SystemStreamPartition
 from samzamp.config import Config, validate
 from samzamp.model.job_model import IntermediateStreamModel, TaskModel
 from samzamp.operators.factory import job_task_class
-from samzamp.serde.intermediate import ControlMessage, DrainMessage, aggregate_partition
+from samzamp.serde.intermediate import (
+    MAX_WATERMARK,
+    ControlMessage,
+    DrainMessage,
+    WatermarkMessage,
+    aggregate_partition,
+)
 from samzamp.serde.registry import JsonSerde
 from samzamp.storage.lmdb import LmdbEngine
 from samzamp.storage.store import LmdbKeyValueStore
@@ -126,7 +132,8 @@ def test_the_drain_message_goes_out_after_every_record_the_task_sent_before_it(t
     landed_late = sum(len(records) for records in late.values())
     if flushed:
         assert landed_late == 0, late
-        assert sum(len(log) for log in producer.logs.values()) == 40 + PARTITIONS
+        # Every record, the task's watermark and drain message, and the 3 copies.
+        assert sum(len(log) for log in producer.logs.values()) == 40 + 2 + PARTITIONS - 1
     else:
         assert landed_late > 0  # the premise: without the flush, lingering records land after the marker
 
@@ -190,3 +197,30 @@ def test_what_a_task_counted_comes_back_after_a_restart_in_its_run_only(tmp_path
     other_run.on_drain(producer, c)
     other_run.process(IncomingMessageEnvelope(agg, 1, None, DrainMessage("Partition 3", "run-2")), producer, c)
     assert not c.shutdown_requested  # another run's count starts afresh
+
+
+def test_a_drain_sends_the_end_of_time_watermark_then_the_drain_message(tmp_path: Path) -> None:
+    task = _task(tmp_path, "Partition 0", [EVENTS, SystemStreamPartition("kafka", TOPIC, 0)], {})
+    producer = LingeringProducer()
+    _events(task, producer, 3)
+    task.on_drain(producer, ReadableCoordinator())
+    assert producer.logs[AGG][-2:] == [WatermarkMessage("Partition 0", MAX_WATERMARK), DrainMessage("Partition 0", RUN)]
+
+
+def test_the_watermark_is_the_least_over_the_producers_and_never_goes_back(tmp_path: Path) -> None:
+    agg = SystemStreamPartition("kafka", TOPIC, AGG)
+    task = _task(tmp_path, f"Partition {AGG}", [agg], {})
+    producer = LingeringProducer()
+    window = next(op for op in task.graph.ops if op.op_id == STORE)
+    copies: list[int | None] = []
+    for offset, (name, ts) in enumerate(
+        [("Partition 1", 5), ("Partition 3", 3), ("Partition 1", 2), ("Partition 3", 9)]
+    ):
+        task.process(
+            IncomingMessageEnvelope(agg, offset, None, WatermarkMessage(name, ts)), producer, ReadableCoordinator()
+        )
+        copies.append(window.watermark)
+    # None until both producers reported; then their least; a producer's older watermark changes nothing.
+    assert copies == [None, 3, 3, 5]
+    other = (AGG + 1) % PARTITIONS
+    assert producer.logs[other] == [WatermarkMessage(None, 3), WatermarkMessage(None, 5)]
