@@ -441,9 +441,9 @@ class OperatorGraph:
             states.update_drain(ssp, message.task_name, message.run_id)
             self._m_foreign.count += 1
             return
-        # The aggregate partition heard from every producer: the other partitions learn it. Every
-        # virtual task of it sends the copies (Samza's rule for drains; a copy counts once).
-        if states.update_drain(ssp, message.task_name, message.run_id):
+        # The aggregate partition heard from every producer: the other partitions learn it, from
+        # the one virtual task of it that owns key bucket 0 (each of them counted the same names).
+        if states.update_drain(ssp, message.task_name, message.run_id) and ssp.key_bucket <= 0:
             for p in range(self._partitions[ssp.system_stream]):
                 if p != ssp.partition:
                     self._send_control(ssp.system_stream, DrainMessage(None, message.run_id), p)
