@@ -250,8 +250,10 @@ class OperatorGraph:
                 op.drained = ss in plan.intermediate  # a source's drain comes with the others'
                 op.watermark = MAX_WATERMARK  # nor holds any watermark back
                 self._deferred = True
-            elif ss in plan.intermediate and self.drains.stream_done(ss):
-                op.drained = True  # restored: drained before a restart
+            elif ss in plan.intermediate:  # restored: drained or ended before a restart
+                op.drained = self.drains.stream_done(ss)
+                if self.end_of_stream.stream_done(ss):
+                    op.ended = self._deferred = True
 
     # -- messages -------------------------------------------------------------------------------
     def _arrive(
