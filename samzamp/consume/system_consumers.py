@@ -129,6 +129,8 @@ class SystemConsumers:
         # Source partitions a drain stopped fetching while intermediate ones are still read
         # (``drain``): no longer registered with their consumer, their buffers end with markers.
         self._sealed: set[SystemStreamPartition] = set()
+        # Source lanes added after the drain began: only their drain markers, never fetched.
+        self._unread: set[Lane] = set()
         self._draining = False
         self._high_watermarks = HighWatermarks(consumers, clock)
         metrics.gauge("SystemConsumersMetrics", "unprocessed-messages", fn=self.buffered)
@@ -166,7 +168,9 @@ class SystemConsumers:
             control_to_all=partition.system_stream in self._intermediate,
         )
 
-    def add(self, starts: dict[Lane, StartOffset], ends: Mapping[SystemStreamPartition, int] | None = None) -> None:
+    def add(
+        self, starts: dict[Lane, StartOffset], ends: Mapping[SystemStreamPartition, int] | None = None
+    ) -> set[Lane]:
         """Start reading each lane of ``starts`` from its start offset (OLDEST or an exact offset, such
         as the task's checkpointed one; the caller resolves UPCOMING), the other lanes untouched.
         Their envelopes reach the chooser as they arrive. A partition is registered with its consumer
@@ -177,15 +181,23 @@ class SystemConsumers:
         takes the poll lock, so it may block while the fetch thread finishes a poll (at most one poll
         timeout, about task.poll.interval.ms).
 
+        After a drain began, a source lane is drained where it starts: it gets its drain markers at
+        once and is never fetched; an intermediate lane is read as any (a task taken over during a
+        drain drains at its checkpoint). Returns the lanes that got drain markers.
+
         ValueError naming a lane read already, or one whose system has no consumer here (the caller
-        hands in a consumer for every input system at construction). RuntimeError once fetching
-        stopped (a drain began): a draining container takes no new work. If a consumer refuses a
-        partition, the lanes this call added are removed again before the error is raised.
+        hands in a consumer for every input system at construction). RuntimeError for an
+        intermediate lane once fetching stopped. If a consumer refuses a partition, the lanes this
+        call added are removed again before the error is raised.
         """
-        if self.draining:
+        intermediate = self._intermediate
+        sealed = (
+            {s for s in starts if lane_ssp(s).system_stream not in intermediate} if self.draining else set[Lane]()
+        )
+        if not self.fetching and len(sealed) < len(starts):
             raise RuntimeError(
-                f"cannot add {', '.join(sorted(str(lane_ssp(s)) for s in starts))}: fetching stopped (a drain "
-                "began), and a draining container takes no new SSPs"
+                f"cannot add {', '.join(sorted(str(lane_ssp(s)) for s in starts if s not in sealed))}: fetching "
+                "stopped (a drain began)"
             )
         present = sorted(str(lane_ssp(s)) for s in starts if s in self._buffers)
         if present:
@@ -197,7 +209,8 @@ class SystemConsumers:
             )
         by_partition: dict[SystemStreamPartition, list[Lane]] = {}
         for lane in starts:
-            by_partition.setdefault(partition_of(lane), []).append(lane)
+            if lane not in sealed:
+                by_partition.setdefault(partition_of(lane), []).append(lane)
         with self._handoff.exclusive():
             added: list[Lane] = []
             try:
@@ -214,12 +227,17 @@ class SystemConsumers:
                 self._reader_of[lane].ended = True
                 buffers[lane].append((END_OF_STREAM, None, None, 0))
             self._ended.update(ended)
+            for lane in sealed:
+                buffers[lane] = deque([(WATERMARK_MAX, None, None, 0), (DRAIN, None, None, 0)])
+            self._unread.update(sealed)
             self._buffers = {**self._buffers, **buffers}
             self._needed.update(added)
+            self._needed.update(sealed)
             self._pressure.resize(len(self._readers))
             self._high_watermarks.expire()
-        if ended:
-            self._on_fetched(ended)
+        if ended or sealed:
+            self._on_fetched([*ended, *sealed])
+        return sealed
 
     def _join(self, partition: SystemStreamPartition, starts: dict[Lane, StartOffset], end: int | None) -> None:
         """Register ``starts``' lanes with their partition's reader (poll lock held); ``end``: a
@@ -267,6 +285,7 @@ class SystemConsumers:
             self._buffers = {s: b for s, b in self._buffers.items() if s not in gone}
             self._needed.difference_update(gone)
             self._ended.difference_update(gone)
+            self._unread.difference_update(gone)
             for lane in gone:
                 self._chooser.remove(lane)
             self._pressure.resize(len(self._readers))
@@ -320,8 +339,10 @@ class SystemConsumers:
         when nothing was fetched in this run) and the lanes that got markers.
         """
         intermediate = self._intermediate
-        sources = [lane for lane in self._buffers if lane_ssp(lane).system_stream not in intermediate]
-        if len(sources) == len(self._buffers):
+        sources = [
+            lane for lane in self._buffers if lane_ssp(lane).system_stream not in intermediate and lane not in self._unread
+        ]
+        if not any(lane_ssp(lane).system_stream in intermediate for lane in self._buffers):
             self.stop_fetching()  # after this no thread appends to the buffers
             marked = self._mark(sources)
         else:
@@ -409,13 +430,16 @@ class SystemConsumers:
         input not ended (one per such lane)."""
         buffers = self._buffers
         ended = self._ended
+        unread = self._unread
         reader_of = self._reader_of
         # tuple(): a copy in one C call, as the loop thread may add to or discard from the set
         # while this runs on the fetch thread.
         sealed = self._sealed
         return (
             p
-            for p in (reader_of[s].ssp for s in tuple(self._needed) if not buffers[s] and s not in ended)
+            for p in (
+                reader_of[s].ssp for s in tuple(self._needed) if not buffers[s] and s not in ended and s not in unread
+            )
             if p not in sealed
         )
 

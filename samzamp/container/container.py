@@ -93,6 +93,9 @@ class SamzaContainer:
         # Tasks of the model whose last checkpoint is their drain's in this run: held, never started
         # (``_start_tasks``).
         self.drained_before: set[str] = set()
+        # A drain notification found before the first job model: the drain begins with that model
+        # (a standalone processor learns its tasks only then).
+        self._drain_pending: str | None = None
         consumers: dict[str, SystemConsumer] = {}
         for ss in settings.task.inputs:
             if ss.system not in consumers:
@@ -124,16 +127,17 @@ class SamzaContainer:
     async def apply(self, model: JobModel) -> None:
         """Move to ``model``: stop the tasks that leave, then start the tasks that arrive; the
         others run on untouched. One apply at a time; a model no newer than the current one, or
-        one applied while the container drains or stops, is refused (ValueError). A failure while
-        tasks stop or start (a final commit, a restore, an init) fails the container as well as
-        the caller: half a model is never run, and a restart resumes from the checkpoints."""
+        one applied once the container stops or failed, is refused (ValueError); while it drains, a
+        task that arrives drains where its checkpoint is. A failure while tasks stop or start (a
+        final commit, a restore, an init) fails the container as well as the caller: half a model
+        is never run, and a restart resumes from the checkpoints."""
         async with self._applying:
             if model.generation <= self.job_model.generation:
                 raise ValueError(
                     f"job model generation {model.generation} is not newer than the current {self.job_model.generation}"
                 )
             loop = self.run_loop
-            if loop.stopping:
+            if not loop.takes_tasks:
                 raise ValueError(f"job model generation {model.generation}: the container is stopping")
             current = self.job_model.tasks
             leaving = sorted((n for n, t in current.items() if not same_task(t, model.tasks.get(n))), key=task_order)
@@ -154,6 +158,7 @@ class SamzaContainer:
                 len(leaving),
                 len(arriving),
             )
+            self._begin_pending_drain()
 
     # -- stopping tasks -------------------------------------------------------------------------
     async def _stop_tasks(self, names: list[str]) -> None:
@@ -219,7 +224,21 @@ class SamzaContainer:
             self.tasks[t.name] = t
             self.run_loop.add_task(t)
             self._register_metrics(t, restored)
-        self.consumers.add(starts, ends)
+        # A task whose sources drained in this run says a drain of the run is under way (its
+        # notification stays until the run ends): it must read no source past its checkpoint, so
+        # the drain begins here, before any of its lanes is read, however late this processor's
+        # monitor would find it.
+        under_way = sorted(
+            m.name
+            for m in models
+            if m.control is not None and m.control.run_id == run_id and m.control.sources_drained and run_id
+        )
+        if under_way and self._drain_pending is None and not self.run_loop.draining:
+            self._drain_pending = f"of run {run_id} (tasks {', '.join(under_way)} drained their sources in it)"
+        self._begin_pending_drain()
+        marked = self.consumers.add(starts, ends)
+        if self.run_loop.draining:
+            self.run_loop.join_drain(tasks, marked)
 
     def _new_tasks(
         self, models: list[TaskModel], checkpointed: dict[str, dict[SystemStreamPartition, int]]
@@ -370,8 +389,15 @@ class SamzaContainer:
     # -- the loop's controls, for the processor and its coordinator (they never reach into the loop)
     @property
     def stopping(self) -> bool:
-        """Draining, asked to shut down, or failed: the container takes no new job model."""
+        """Draining, asked to shut down, or failed."""
         return self.run_loop.stopping
+
+    @property
+    def takes_models(self) -> bool:
+        """Whether a new job model may be applied: not once asked to shut down or failed. A draining
+        container takes them: a task that arrives drains where its checkpoint is, one that leaves
+        is drained by its next owner."""
+        return self.run_loop.takes_tasks
 
     @property
     def fence(self) -> Callable[[], bool] | None:
@@ -383,8 +409,18 @@ class SamzaContainer:
         self.run_loop.fence = fence
 
     def drain(self, notification: str) -> None:
-        """Drain every task (the drain notification ``notification`` asks it), then stop."""
+        """Drain every task (the drain notification ``notification`` asks it), then stop. Before
+        the first job model (a standalone processor's), the drain waits for it."""
+        if self.job_model.generation == 0:
+            log.info("drain %s: it begins once this processor has its tasks", notification)
+            self._drain_pending = notification
+            return
         self.run_loop.drain(notification)
+
+    def _begin_pending_drain(self) -> None:
+        pending, self._drain_pending = self._drain_pending, None
+        if pending is not None and not self.run_loop.draining:
+            self.run_loop.drain(pending)
 
     def request_shutdown(self) -> None:
         """Stop: in-flight work finishes, a final commit runs, ``run`` returns."""

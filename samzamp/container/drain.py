@@ -84,6 +84,17 @@ class ContainerDrain:
         # The newest offset fetched per SSP: the drain processes up to here (JSON, for tools and tests).
         log.info("drain point: %s", json.dumps({str(s): o for s, o in self.drain_point.items()}))
 
+    def join(self, ti: RunLoopTask, marked: set[Lane]) -> None:
+        """``ti`` arrived during the drain (a task taken over): ``marked`` are its lanes that got drain
+        markers where they start. It drains there: it reads no source past its checkpoint."""
+        ti.state.begin_drain({ssp for lane, ssp in self._tasks.lanes(ti).items() if lane in marked})
+        ti.enter_drain_mode(self._settings.drain_callback_timeout_ms)
+        log.info("task %r arrived during the drain: it drains where its checkpoint is", ti.name)
+
+    def forget(self, ti: RunLoopTask) -> None:
+        """``ti`` left the container (a new job model) before it drained: its next owner drains it."""
+        self._cancel_timer(ti)
+
     def control_marker(self, ti: RunLoopTask, lane: Lane, marker: int) -> None:
         """A marker reached the head of ``ti``'s queue: everything before it was dispatched."""
         ssp = lane_ssp(lane)

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from samzamp.api.collector import RequestScope
 from samzamp.commit.topic_checkpoint import TopicCheckpointManager
 from samzamp.config.settings import TaskSettings
-from samzamp.consume.lane import BroadcastLane, lane_ssp
+from samzamp.consume.lane import BroadcastLane, Lane, lane_ssp
 from samzamp.consume.packed import messages_in
 from samzamp.consume.system_consumers import SystemConsumers
 from samzamp.container.commits import Commits
@@ -111,6 +111,7 @@ class RunLoop:
         fut, already = self._task_set.leave(ti)
         if not already:
             self._timers.stop(ti)
+            self._drain.forget(ti)
             self.task_ready(ti)
         return fut
 
@@ -174,10 +175,23 @@ class RunLoop:
             self.shutdown_requested = True
         self.wake()
 
+    def join_drain(self, tasks: list[RunLoopTask], marked: set[Lane]) -> None:
+        """``tasks`` arrived during the drain; ``marked``: their lanes that got drain markers at once."""
+        for ti in tasks:
+            self._drain.join(ti, marked)
+            self._ready.add(ti)
+        self.wake()
+
     @property
     def stopping(self) -> bool:
         """Draining, asked to shut down, or failed."""
         return self.draining or self.shutdown_requested or self.error is not None
+
+    @property
+    def takes_tasks(self) -> bool:
+        """Whether tasks may still come and go: running or draining (a drain takes a task over where
+        its checkpoint is), not once asked to shut down or failed."""
+        return not self.shutdown_requested and self.error is None
 
     @property
     def drain_complete(self) -> bool:

@@ -6,7 +6,8 @@ a ZooKeeper version first expires the running model (``on_job_model_expired``: t
 takes away are stopped, their in-flight work finished and committed and their stores closed, so
 that their next owner may start them), and once every processor has done so, is applied
 (``on_new_job_model``: its new tasks start, the staying ones run on untouched). A container that
-is stopping (draining, shutting down, failed) takes no part in either.
+is shutting down or failed takes no part in either; a draining one does (``takes_models``), so
+that a processor that leaves or comes back during a drain has its tasks drained by their owners.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ class ContainerListener:
         container = self._container
         running = container.job_model
         keep = [n for n, t in running.tasks.items() if same_task(t, model.tasks.get(n))]
-        if container.stopping:
+        if not container.takes_models:
             return None
         if len(keep) == len(running.tasks):
             return []
@@ -53,7 +54,7 @@ class ContainerListener:
 
     async def on_new_job_model(self, model: JobModel) -> list[str] | None:
         container = self._container
-        if container.stopping:
+        if not container.takes_models:
             return None
         before = set(container.job_model.tasks)
         self._generation += 1

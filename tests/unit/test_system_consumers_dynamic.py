@@ -171,12 +171,37 @@ def test_a_consumer_refusing_an_ssp_leaves_nothing_of_the_call_registered() -> N
     consumer.unregister([A, B, C])
 
 
-def test_a_draining_fan_in_takes_no_new_ssp() -> None:
-    sc, _, _ = fan_in(seeded(0), {A: 0})
-    sc.drain()
+def test_a_source_added_to_a_draining_fan_in_drains_where_it_starts() -> None:
+    streams = seeded(5)
+    mid = SystemStreamPartition("mem", "mid", 0)
+    consumer = InMemorySystemConsumer(streams)
+    consumer.register(A, 0)
+    sc = SystemConsumers(
+        {"mem": consumer},
+        [A],
+        RoundRobinChooser(),
+        MetricsRegistry(),
+        10_000,
+        20,
+        intermediate=frozenset({mid.system_stream}),
+    )
+
+    async def main() -> Reader:
+        r = Reader(sc)
+        r.start()
+        await r.read_until(lambda: len(r.offsets(A)) == 5, "A")
+        sc.drain()
+        assert sc.add({B: 2}) == {B}  # a task taken over during the drain: only its markers
+        await r.read_until(lambda: len(r.offsets(A)) == 7 and len(r.offsets(B)) == 2, "the markers")
+        sc.stop()
+        return r
+
+    r = asyncio.run(main())
+    assert r.offsets(A) == [*range(5), WATERMARK_MAX, DRAIN]
+    assert r.offsets(B) == [WATERMARK_MAX, DRAIN]  # nothing of B was fetched
     with pytest.raises(RuntimeError, match="drain") as e:
-        sc.add({B: 0})
-    assert str(B) in str(e.value)
+        sc.add({mid: 0})  # fetching stopped (no intermediate stream was read): it cannot be read
+    assert str(mid) in str(e.value)
 
 
 class RecordingConsumer(InMemorySystemConsumer):
@@ -295,8 +320,8 @@ def test_a_drain_stops_the_sources_and_reads_intermediate_streams_on() -> None:
         for _ in range(10):
             streams.append("mid", 0, None, b"m")  # the intermediate stream is read on
         await r.read_until(lambda: len(r.offsets(mid)) == 15 and len(r.offsets(B)) == 22, "the rest")
-        with pytest.raises(RuntimeError, match="drain"):
-            sc.add({C: 0})
+        assert sc.add({C: 3}) == {C}  # drains where it starts: markers, no fetch
+        await r.read_until(lambda: len(r.offsets(C)) == 2, "C's markers")
         sc.stop()
         return r, point
 
@@ -305,6 +330,7 @@ def test_a_drain_stops_the_sources_and_reads_intermediate_streams_on() -> None:
     assert r.offsets(A) == [*range(20), WATERMARK_MAX, DRAIN]
     assert r.offsets(B) == [*range(20), WATERMARK_MAX, DRAIN]
     assert r.offsets(mid) == list(range(15))
+    assert r.offsets(C) == [WATERMARK_MAX, DRAIN]
 
 
 def test_a_bounded_partition_is_read_to_its_end_then_ends_and_one_read_from_its_end_ends_at_once() -> None:
