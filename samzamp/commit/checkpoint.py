@@ -6,6 +6,10 @@ ones are added. Offsets are *last processed* offsets (restart resumes at offset 
 Each SSP entry carries ``key_bucket`` (-1 = none), so virtual tasks (job.elasticity.factor > 1) can
 checkpoint per key bucket without a new format; a reader of this version that finds no key_bucket
 takes -1.
+
+Version 2 adds where the checkpoint stands in the job's run (``run_id``; ``drained``: the task's
+final checkpoint of that run's drain) and the task's ``ControlState`` (an application's progress
+through drain and end-of-stream messages). A version 1 record reads as a version 2 one without them.
 """
 
 from __future__ import annotations
@@ -17,8 +21,18 @@ import msgspec
 
 from samzamp.api.envelope import SystemStreamPartition
 from samzamp.api.errors import CheckpointError
+from samzamp.model.control_state import ControlState
 
-__all__ = ["CheckpointKey", "CheckpointV1", "SSPOffset", "decode_checkpoint", "encode_checkpoint", "new_checkpoint_id"]
+__all__ = [
+    "Checkpoint",
+    "CheckpointKey",
+    "CheckpointV1",
+    "CheckpointV2",
+    "SSPOffset",
+    "decode_checkpoint",
+    "encode_checkpoint",
+    "new_checkpoint_id",
+]
 
 
 class CheckpointKey(msgspec.Struct, frozen=True):
@@ -49,13 +63,46 @@ class CheckpointV1(msgspec.Struct, frozen=True, tag="1", tag_field="version"):
     def offsets(self) -> dict[SystemStreamPartition, int]:
         return {o.ssp: o.offset for o in self.input_offsets}
 
+    # What version 2 added, as a version 1 record has it: written outside any run, no control state.
+    @property
+    def run_id(self) -> str:
+        return ""
 
-Checkpoint = CheckpointV1  # the union of all versions, newest first, as they are added
+    @property
+    def drained(self) -> bool:
+        return False
+
+    @property
+    def control(self) -> ControlState | None:
+        return None
+
+    def drained_in(self, run_id: str | None) -> bool:
+        return False
+
+
+class CheckpointV2(msgspec.Struct, frozen=True, tag="2", tag_field="version"):
+    checkpoint_id: str
+    task_name: str
+    input_offsets: list[SSPOffset]
+    state_markers: dict[str, str] = {}
+    run_id: str = ""  # the run (app.run.id) that wrote it; empty: written outside a run
+    drained: bool = False  # the task's final checkpoint of run_id's drain
+    control: ControlState | None = None
+
+    def offsets(self) -> dict[SystemStreamPartition, int]:
+        return {o.ssp: o.offset for o in self.input_offsets}
+
+    def drained_in(self, run_id: str | None) -> bool:
+        """This is the task's final checkpoint of a drain of run ``run_id``."""
+        return self.drained and bool(run_id) and self.run_id == run_id
+
+
+Checkpoint = CheckpointV2 | CheckpointV1  # every version, newest first
 
 _key_enc = msgspec.json.Encoder()
 _key_dec = msgspec.json.Decoder(CheckpointKey)
 _enc = msgspec.json.Encoder()
-_dec = msgspec.json.Decoder(Checkpoint)
+_dec: msgspec.json.Decoder[Checkpoint] = msgspec.json.Decoder(Checkpoint)
 
 
 def new_checkpoint_id() -> str:

@@ -19,6 +19,7 @@ so its own producer is the one flushed); steps 2 and 5 run in the container.
 from __future__ import annotations
 
 import asyncio
+import functools
 from typing import TYPE_CHECKING, Protocol
 
 from samzamp.commit.flush_policy import require_markers
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
 
     from samzamp.api.envelope import SystemStreamPartition
     from samzamp.commit.topic_checkpoint import TopicCheckpointManager
+    from samzamp.model.control_state import ControlState
 
 __all__ = ["CommittableTask", "commit_task"]
 
@@ -46,8 +48,13 @@ class CommittableTask(Protocol):
     def checkpointed(self) -> Mapping[SystemStreamPartition, int]:
         """The offsets of the last checkpoint written."""
 
-    async def before_commit(self) -> None:
-        """Step 1: the task's CheckpointListenerTask hook (may write to stores)."""
+    @property
+    def checkpointed_control(self) -> ControlState | None:
+        """The control state of the last checkpoint written."""
+
+    async def before_commit(self) -> ControlState | None:
+        """Step 1: the task's CheckpointListenerTask hook (may write to stores); the task's control
+        state (an application's), which the checkpoint carries."""
 
     def snapshot_offsets(self) -> dict[SystemStreamPartition, int]:
         """Step 2: the low watermark of completed messages, per SSP."""
@@ -57,18 +64,23 @@ class CommittableTask(Protocol):
         acknowledged (``flush_policy.commit_failure``'s rule); then apply every store's writes at
         the newest acknowledged changelog offset; the markers."""
 
-    def checkpoint_written(self, offsets: dict[SystemStreamPartition, int]) -> None:
-        """Step 6: record ``offsets`` as checkpointed and tell the task."""
+    def checkpoint_written(self, offsets: dict[SystemStreamPartition, int], control: ControlState | None) -> None:
+        """Step 6: record ``offsets`` (and ``control``) as checkpointed and tell the task."""
 
 
-async def commit_task(ti: CommittableTask, manager: TopicCheckpointManager) -> bool:
-    """Run the pipeline for ``ti``; True if a checkpoint was written (False: nothing new to record)."""
-    await ti.before_commit()  # 1
+async def commit_task(ti: CommittableTask, manager: TopicCheckpointManager, *, drained: bool = False) -> bool:
+    """Run the pipeline for ``ti``; True if a checkpoint was written (False: nothing new to record).
+    ``drained``: this is the task's final commit of a drain, which the checkpoint says."""
+    control = await ti.before_commit()  # 1
     offsets = ti.snapshot_offsets()  # 2
     markers = await ti.flush_and_commit_stores()  # 3, 4
     require_markers(ti.name, ti.logged_stores, markers)
-    if offsets == ti.checkpointed and not markers:
+    # A drain's final checkpoint says so, even with nothing else new: the task is then drained in
+    # its run wherever it lands (a drained flag outside a run means nothing).
+    news_of_drain = drained and bool(manager.run_id)
+    if offsets == ti.checkpointed and not markers and not news_of_drain and control == ti.checkpointed_control:
         return False
-    await asyncio.to_thread(manager.write_checkpoint, ti.name, offsets, markers)  # 5
-    ti.checkpoint_written(offsets)  # 6
+    write = functools.partial(manager.write_checkpoint, control=control, drained=drained)
+    await asyncio.to_thread(write, ti.name, offsets, markers)  # 5
+    ti.checkpoint_written(offsets, control)  # 6
     return True

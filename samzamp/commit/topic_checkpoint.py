@@ -19,13 +19,14 @@ from samzamp.api.errors import CheckpointError, ConfigError
 from samzamp.commit.checkpoint import (
     Checkpoint,
     CheckpointKey,
-    CheckpointV1,
+    CheckpointV2,
     SSPOffset,
     decode_checkpoint,
     decode_key,
     encode_checkpoint,
     new_checkpoint_id,
 )
+from samzamp.model.control_state import ControlState
 from samzamp.systems.base import SystemAdmin, SystemProducer
 
 __all__ = ["TopicCheckpointManager", "samza_checkpoint_task"]
@@ -68,6 +69,7 @@ class TopicCheckpointManager:
         self._replication = replication_factor
         self._segment_bytes = segment_bytes
         self._validate = validate_grouper
+        self.run_id = ""  # the job's run (app.run.id) that each checkpoint written here belongs to
 
     def create_topic(self) -> None:
         counts = self._admin.partition_counts([self.topic])
@@ -130,16 +132,26 @@ class TopicCheckpointManager:
         return latest
 
     def write_checkpoint(
-        self, task_name: str, offsets: dict[SystemStreamPartition, int], state_markers: dict[str, str] | None = None
+        self,
+        task_name: str,
+        offsets: dict[SystemStreamPartition, int],
+        state_markers: dict[str, str] | None = None,
+        *,
+        control: ControlState | None = None,
+        drained: bool = False,
     ) -> Checkpoint:
-        """Write and wait for the acknowledgement (blocking: call it off the event loop)."""
-        checkpoint = CheckpointV1(
+        """Write and wait for the acknowledgement (blocking: call it off the event loop).
+        ``drained``: the task's final checkpoint of its run's drain."""
+        checkpoint = CheckpointV2(
             checkpoint_id=new_checkpoint_id(),
             task_name=task_name,
             input_offsets=[
                 SSPOffset(s.system, s.stream, s.partition, o, s.key_bucket) for s, o in sorted(offsets.items())
             ],
             state_markers=dict(state_markers or {}),
+            run_id=self.run_id,
+            drained=drained,
+            control=control,
         )
         key, value = encode_checkpoint(CheckpointKey(task_name=task_name, grouper=self._grouper), checkpoint)
         delay = 0.5

@@ -126,14 +126,24 @@ class SystemConsumers:
         self._on_data: Callable[[], None] = lambda: None
         # The lanes whose bounded input ended (a drain leaves them alone).
         self._ended: set[Lane] = set()
+        # Source partitions a drain stopped fetching while intermediate ones are still read
+        # (``drain``): no longer registered with their consumer, their buffers end with markers.
+        self._sealed: set[SystemStreamPartition] = set()
+        self._draining = False
         self._high_watermarks = HighWatermarks(consumers, clock)
         metrics.gauge("SystemConsumersMetrics", "unprocessed-messages", fn=self.buffered)
         metrics.gauge("SystemConsumersMetrics", "ssps-needed-by-chooser", fn=lambda: len(self._needed))
 
     @property
     def fetching(self) -> bool:
-        """False once fetching stopped (``stop_fetching``, ``drain``): no poll is made after that."""
+        """False once fetching stopped (``stop_fetching``, or a ``drain`` of a container that reads
+        no intermediate stream): no poll is made after that."""
         return self._handoff.fetching
+
+    @property
+    def draining(self) -> bool:
+        """A drain began: no source partition is fetched any more (intermediate ones may be)."""
+        return self._draining or not self.fetching
 
     def buffered(self) -> int:
         """How many messages are buffered here (the chooser's included)."""
@@ -172,7 +182,7 @@ class SystemConsumers:
         stopped (a drain began): a draining container takes no new work. If a consumer refuses a
         partition, the lanes this call added are removed again before the error is raised.
         """
-        if not self.fetching:
+        if self.draining:
             raise RuntimeError(
                 f"cannot add {', '.join(sorted(str(lane_ssp(s)) for s in starts))}: fetching stopped (a drain "
                 "began), and a draining container takes no new SSPs"
@@ -260,6 +270,9 @@ class SystemConsumers:
             reader.leave(lane)
             if not reader.lanes:
                 del self._readers[reader.ssp]
+                if reader.ssp in self._sealed:  # unregistered when the drain sealed it
+                    self._sealed.discard(reader.ssp)
+                    continue
                 emptied.setdefault(reader.ssp.system, []).append(reader.ssp)
         for system, partitions in emptied.items():
             self._consumers[system].unregister(partitions)
@@ -285,26 +298,48 @@ class SystemConsumers:
         self._handoff.idle()
 
     def drain(self) -> tuple[dict[SystemStreamPartition, int | None], set[Lane]]:
-        """Stop fetching and append ``WATERMARK_MAX`` and ``DRAIN`` after what each lane already
-        buffered (Samza's SystemConsumers.drain), so everything fetched is still processed and
-        then each lane reports drained. Lanes whose bounded input ended get no markers.
+        """Stop fetching the source partitions and append ``WATERMARK_MAX`` and ``DRAIN`` after what
+        each of their lanes already buffered (Samza's SystemConsumers.drain), so everything fetched
+        is still processed and then each lane reports drained. Lanes whose bounded input ended get
+        no markers. Intermediate streams (an application's) are read on: their drain comes through
+        the stream itself, as drain messages from the tasks that write to it; with none read here,
+        fetching stops altogether.
 
-        Loop thread. Returns the drain point (the newest offset fetched per partition, None when
-        nothing was fetched in this run) and the lanes that got markers.
+        Loop thread. Returns the drain point (the newest offset fetched per source partition, None
+        when nothing was fetched in this run) and the lanes that got markers.
         """
-        self.stop_fetching()  # after this no thread appends to the buffers
-        marked: set[Lane] = set()
-        for lane, buf in self._buffers.items():
-            if lane in self._ended:
-                continue
-            buf.append((WATERMARK_MAX, None, None, 0))
-            buf.append((DRAIN, None, None, 0))
-            marked.add(lane)
+        intermediate = self._intermediate
+        sources = [lane for lane in self._buffers if lane_ssp(lane).system_stream not in intermediate]
+        if len(sources) == len(self._buffers):
+            self.stop_fetching()  # after this no thread appends to the buffers
+            marked = self._mark(sources)
+        else:
+            with self._handoff.exclusive():  # no poll runs meanwhile; none appends to a source lane after
+                self._draining = True
+                marked = self._mark(sources)
+                sealed = sorted({self._reader_of[lane].ssp for lane in marked})
+                for system, partitions in _by_system(sealed).items():
+                    self._consumers[system].unregister(partitions)
+                self._pressure.forget(sealed)
+                self._high_watermarks.forget(sealed)
+                self._sealed.update(sealed)
         # The chooser may be waiting for any lane: a marker, or what the fetch thread's last poll
         # buffered (an ended lane's last data and end-of-stream marker included).
         self._on_fetched(list(self._buffers))
         partitions = sorted({self._reader_of[lane].ssp for lane in marked})
-        return {p: self._readers[p].fetched for p in partitions}, marked
+        return {p: self._readers[p].fetched for p in partitions}, set(marked)
+
+    def _mark(self, lanes: list[Lane]) -> list[Lane]:
+        """Append the drain markers to each of ``lanes`` whose input has not ended; those lanes."""
+        marked: list[Lane] = []
+        for lane in lanes:
+            if lane in self._ended:
+                continue
+            buf = self._buffers[lane]
+            buf.append((WATERMARK_MAX, None, None, 0))
+            buf.append((DRAIN, None, None, 0))
+            marked.append(lane)
+        return marked
 
     def stop(self) -> None:
         self.stop_fetching()
@@ -316,7 +351,7 @@ class SystemConsumers:
         """Poll every consumer once (the caller holds the poll lock); returns the lanes that got data,
         or None when the buffers are full and no poll was made."""
         if self._clock() >= self._high_watermarks.due:
-            self._high_watermarks.refresh(self._readers)
+            self._high_watermarks.refresh(p for p in self._readers if p not in self._sealed)
         decision = self._pressure.decide(self._held_per_partition(), self._starving)
         if decision is not POLL:
             self._pause_and_resume(decision)
@@ -348,9 +383,11 @@ class SystemConsumers:
         """Poller: how many messages are buffered for each partition read (all its lanes')."""
         count = self._count
         buffers = self._buffers
+        sealed = self._sealed
         return {
             p: count(buffers[p]) if r.plain else sum(count(buffers[lane]) for lane in r.lanes)
             for p, r in self._readers.items()
+            if p not in sealed
         }
 
     def _starving(self) -> Iterator[SystemStreamPartition]:
@@ -361,7 +398,12 @@ class SystemConsumers:
         reader_of = self._reader_of
         # tuple(): a copy in one C call, as the loop thread may add to or discard from the set
         # while this runs on the fetch thread.
-        return (reader_of[s].ssp for s in tuple(self._needed) if not buffers[s] and s not in ended)
+        sealed = self._sealed
+        return (
+            p
+            for p in (reader_of[s].ssp for s in tuple(self._needed) if not buffers[s] and s not in ended)
+            if p not in sealed
+        )
 
     def _pause_and_resume(self, decision: Decision) -> None:
         """Poller: tell the consumers what back-pressure decided, resumes first."""

@@ -46,9 +46,10 @@ class Commits:
         self.in_flight: set[asyncio.Task[None]] = set()
         self.m_commit_calls = metrics.counter("SamzaContainerMetrics", "commit-calls")
 
-    def start(self, ti: RunLoopTask, then: Callable[[], None] | None = None) -> None:
+    def start(self, ti: RunLoopTask, then: Callable[[], None] | None = None, *, drained: bool = False) -> None:
         """Start ``ti``'s commit (its state says COMMIT, or its last op needs one); ``then`` runs
-        once it succeeded, before the task is ready again."""
+        once it succeeded, before the task is ready again. ``drained``: the task's final commit of
+        a drain, which its checkpoint records."""
         st = ti.state
         self._catch_up(ti)
         st.start_commit()
@@ -58,7 +59,7 @@ class Commits:
 
         async def run() -> None:
             try:
-                await commit_task(ti, self._checkpoints)
+                await commit_task(ti, self._checkpoints, drained=drained)
             except Exception as e:
                 self._abort(e)
                 return

@@ -90,6 +90,9 @@ class SamzaContainer:
         self._serdes_of = StreamSerdes(settings)
         self.job_model = JobModel(0, {})
         self.tasks: dict[str, RunLoopTask] = {}
+        # Tasks of the model whose last checkpoint is their drain's in this run: held, never started
+        # (``_start_tasks``).
+        self.drained_before: set[str] = set()
         consumers: dict[str, SystemConsumer] = {}
         for ss in settings.task.inputs:
             if ss.system not in consumers:
@@ -154,7 +157,8 @@ class SamzaContainer:
 
     # -- stopping tasks -------------------------------------------------------------------------
     async def _stop_tasks(self, names: list[str]) -> None:
-        tasks = [self.tasks[n] for n in names]
+        self.drained_before.difference_update(names)
+        tasks = [self.tasks[n] for n in names if n in self.tasks]
         self.consumers.remove([lane for t in tasks for lane in self._lanes(t)])
         await asyncio.gather(*(self.run_loop.remove_task(t) for t in tasks))
         for t in tasks:
@@ -172,6 +176,16 @@ class SamzaContainer:
     # -- starting tasks -------------------------------------------------------------------------
     async def _start_tasks(self, models: list[TaskModel]) -> None:
         last = await asyncio.to_thread(self._checkpoints.read_last_checkpoints)
+        # A task drained in this run already (by a processor that left since) stays drained: it
+        # reads nothing past its drain point, and sends nothing after its drain messages (R-A14).
+        run_id = self._checkpoints.run_id
+        held = [m.name for m in models if m.name in last and last[m.name].drained_in(run_id)]
+        if held:
+            log.info("tasks %s drained in run %s already (their last checkpoints): not started", held, run_id)
+            self.drained_before.update(held)
+            models = [m for m in models if m.name not in self.drained_before]
+            if not models:
+                return
         # A factor change (job.elasticity.factor): a new virtual task starts where the tasks of the
         # old factor that read its messages stood (samzamp.commit.elasticity), and a task whose
         # state those tasks wrote must not start without it.
@@ -190,12 +204,18 @@ class SamzaContainer:
             {f"{lanes[lane][0]}: {lanes[lane][1]}": o for lane, o in starts.items()},
         )
         models = [
-            msgspec.structs.replace(m, markers=dict(last[m.name].state_markers) if m.name in last else {})
+            msgspec.structs.replace(
+                m,
+                markers=dict(last[m.name].state_markers) if m.name in last else {},
+                run_id=run_id,
+                control=last[m.name].control if m.name in last else None,
+            )
             for m in models
         ]
         tasks = self._new_tasks(models, checkpointed)
         reports = await asyncio.gather(*(t.start(m) for t, m in zip(tasks, models, strict=True)))
-        for t, restored in zip(tasks, reports, strict=True):
+        for t, m, restored in zip(tasks, models, reports, strict=True):
+            t.checkpointed_control = m.control
             self.tasks[t.name] = t
             self.run_loop.add_task(t)
             self._register_metrics(t, restored)

@@ -120,15 +120,42 @@ class ContainerDrain:
 
     def hook_done(self, ti: RunLoopTask, coordinator: ReadableCoordinator | None) -> None:
         """The task's on_drain returned: its final commit, then it is drained. Its requests are not
-        needed: the task commits and stops anyway."""
-        ti.state.done_last_hook()
-        self._commits.start(ti, functools.partial(self._task_drained, ti))
+        needed: the task commits and stops anyway.
 
-    def _task_drained(self, ti: RunLoopTask) -> None:
-        """``ti``'s final commit after on_drain is done: record its final checkpoint; it votes."""
+        A task that reads intermediate streams is not done yet: its on_drain sent its drain
+        messages down its intermediate streams, and it reads them on until its operators drained
+        them (``operators_drained``; already, if it asked to shut down). It commits now, so that a
+        restart finds its sources at their drain point with its drain messages sent. Waiting for
+        the other tasks is no callback: task.callback.drain.timeout.ms bounds the final commit again."""
+        st = ti.state
+        st.done_last_hook()
+        if not st.complete:
+            self._cancel_timer(ti)
+            if coordinator is not None and coordinator.shutdown_requested:
+                st.intermediates_drained()
+            log.info("task %r: its sources drained; reading its intermediate streams until they drain", ti.name)
+            self._commits.start(ti)
+            return
+        self._commits.start(ti, functools.partial(self._task_drained, ti), drained=True)
+
+    def operators_drained(self, ti: RunLoopTask) -> bool:
+        """``ti`` asked to shut down. One that reads intermediate streams asks once its operators
+        drained them (after its on_drain): its DRAIN op then makes the final commit. True if the
+        request was taken so (it is no vote)."""
+        st = ti.state
+        if not st.drain_hook_ran or st.complete or st.hook_in_flight:
+            return False
+        st.intermediates_drained()
+        return True
+
+    def _cancel_timer(self, ti: RunLoopTask) -> None:
         timer = self._timers.pop(ti.name, None)
         if timer is not None:
             timer.cancel()
+
+    def _task_drained(self, ti: RunLoopTask) -> None:
+        """``ti``'s final commit after on_drain is done: record its final checkpoint; it votes."""
+        self._cancel_timer(ti)
         self.drained_tasks[ti.name] = dict(ti.checkpointed)
         elapsed_ms = int((time.monotonic() - self._started) * 1000)
         self._metrics.gauge(f"TaskName-{ti.name}", "drain-ms").set(elapsed_ms)

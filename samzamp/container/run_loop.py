@@ -148,7 +148,9 @@ class RunLoop:
                 t.state.request_commit()
                 self._ready.add(t)
         if coordinator.shutdown_requested:
-            if coordinator.shutdown_scope is RequestScope.ALL_TASKS_IN_CONTAINER:
+            if self._drain.operators_drained(ti):
+                self._ready.add(ti)  # its DRAIN op, for the final commit
+            elif coordinator.shutdown_scope is RequestScope.ALL_TASKS_IN_CONTAINER:
                 log.info("task %r requested shutdown of all tasks", ti.name)
                 self.shutdown_requested = True
             elif self._task_set.vote(ti, "every task voted to shut down"):
@@ -306,7 +308,11 @@ class RunLoop:
                     self._drain.arm_timer(ti)
                     if st.request_final_window(ti.windowable):
                         continue
-                    st.start_last_hook()
+                    if st.drain_hook_ran:  # its intermediate streams drained since: the final commit
+                        st.start_last_hook()
+                        self._drain.hook_done(ti, None)
+                        return
+                    st.start_drain()
                     ti.start_drain(self._drain.hook_done)
                     return
                 else:

@@ -19,6 +19,7 @@ from samzamp.api.envelope import SystemStreamPartition
 from samzamp.consume.packed import Buffered
 from samzamp.container.task_state import TaskState
 from samzamp.metrics.registry import Counter, Timer
+from samzamp.model.control_state import ControlState
 from samzamp.model.job_model import TaskModel
 from samzamp.storage.manager import RestoreReport
 from samzamp.task.coordinator import ReadableCoordinator
@@ -47,6 +48,8 @@ class RunLoopTask(Protocol):
     @property
     def logged_stores(self) -> frozenset[str]:
         """The stores whose changelog markers every checkpoint must carry."""
+
+    checkpointed_control: ControlState | None  # that of the last checkpoint written (or started from)
 
     @property
     def checkpointed(self) -> Mapping[SystemStreamPartition, int]:
@@ -113,13 +116,13 @@ class RunLoopTask(Protocol):
         """While draining, calls started from now on time out after task.callback.drain.timeout.ms."""
 
     # -- commit (samzamp.commit.pipeline's steps) -----------------------------------------------
-    async def before_commit(self) -> None: ...
+    async def before_commit(self) -> ControlState | None: ...
 
     def snapshot_offsets(self) -> dict[SystemStreamPartition, int]: ...
 
     async def flush_and_commit_stores(self) -> dict[str, str]: ...
 
-    def checkpoint_written(self, offsets: dict[SystemStreamPartition, int]) -> None: ...
+    def checkpoint_written(self, offsets: dict[SystemStreamPartition, int], control: ControlState | None) -> None: ...
 
     def after_commit(self) -> None:
         """The commit is done: release what it held back."""

@@ -13,6 +13,7 @@ from samzamp.api.envelope import SystemStream, SystemStreamPartition
 from samzamp.container.ssp_gauges import ssp_label
 from samzamp.container.task_state import TaskState
 from samzamp.metrics.registry import MetricsRegistry
+from samzamp.model.control_state import ControlState
 
 __all__ = ["TaskBase"]
 
@@ -34,6 +35,7 @@ class TaskBase:
         self.ssps = ssps
         self.state = TaskState(max_concurrency, ssps, intermediate)
         self._checkpointed = dict(checkpointed)
+        self.checkpointed_control: ControlState | None = None  # that of the last checkpoint written
         self.last_processed = dict(checkpointed)  # last processed offset per SSP (the low watermark)
         # The stores whose changelog markers each checkpoint must carry.
         self.logged_stores = logged_stores
@@ -64,9 +66,10 @@ class TaskBase:
         """Commit step 2: the low watermark (exact: the task is idle while it commits)."""
         return dict(self.last_processed)
 
-    def checkpoint_written(self, offsets: dict[SystemStreamPartition, int]) -> None:
-        """Commit step 6: ``offsets`` are checkpointed; tell the task where it runs."""
+    def checkpoint_written(self, offsets: dict[SystemStreamPartition, int], control: ControlState | None) -> None:
+        """Commit step 6: ``offsets`` (and ``control``) are checkpointed; tell the task where it runs."""
         self._checkpointed = offsets
+        self.checkpointed_control = control
         self._tell_checkpoint(offsets)
 
     def _tell_checkpoint(self, offsets: dict[SystemStreamPartition, int]) -> None:

@@ -25,6 +25,7 @@ from samzamp.container.run_loop_task import HookDone
 from samzamp.container.task_base import TaskBase
 from samzamp.dispatch.adapters import CoroutineAdapter, InlineSyncAdapter, RunnableTask, adapt_task
 from samzamp.metrics.registry import MetricsRegistry
+from samzamp.model.control_state import ControlState
 from samzamp.model.job_model import TaskModel
 from samzamp.storage.manager import RestoreReport, TaskStorage
 from samzamp.systems.base import RawMessage
@@ -251,8 +252,8 @@ class TaskInstance(TaskBase):
         task's callbacks are bounded by task.callback.timeout.ms."""
 
     # -- commit steps where the task runs (samzamp.commit.pipeline) -------------------------------
-    async def before_commit(self) -> None:
-        self.runtime.before_commit()
+    async def before_commit(self) -> ControlState | None:
+        return self.runtime.before_commit()
 
     async def flush_and_commit_stores(self) -> dict[str, str]:
         # Step 3 runs on the event loop thread on purpose: librdkafka's flush waits until the whole

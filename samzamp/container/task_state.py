@@ -43,6 +43,7 @@ class TaskState:
         "_processing",
         "commit_in_flight",
         "complete",
+        "drain_hook_ran",
         "drained",
         "end_of_stream",
         "final_window_done",
@@ -79,7 +80,10 @@ class TaskState:
         self.window_in_flight = False
         self.commit_in_flight = False
         self.end_of_stream = False  # every SSP of the task reached its end
-        self.drained = False  # every SSP of the task passed its drain marker
+        self.drained = False  # every SSP of the task passed its drain marker: the DRAIN op is due
+        # on_drain ran, and the task reads intermediate streams on until its operators drained them
+        # (``intermediates_drained``): its drain comes through those streams, from other tasks.
+        self.drain_hook_ran = False
         self.final_window_done = False  # the last window() before on_drain / on_end_of_stream was flagged
         self.hook_in_flight = False  # on_end_of_stream or on_drain is running (maybe in a worker)
         self.complete = False  # end of stream or drain handled: the task takes no more work
@@ -220,6 +224,22 @@ class TaskState:
         else:
             self.start_last_hook()
 
+    def start_drain(self) -> None:
+        """on_drain starts: the task's last op, unless it reads intermediate streams: it goes on
+        processing them until its operators drained (``intermediates_drained``), and then its DRAIN
+        op comes again, for the final commit alone."""
+        if self.reads_intermediate and not self.drain_hook_ran:
+            self.drained = False
+            self.drain_hook_ran = True
+            self.hook_in_flight = True
+        else:
+            self.start_last_hook()
+
+    def intermediates_drained(self) -> None:
+        """The task's operators drained every intermediate stream it reads (after its on_drain): the
+        DRAIN op is due again."""
+        self.drained = True
+
     def start_last_hook(self) -> None:
         """on_end_of_stream or on_drain starts: nothing else runs for the task after it."""
         self.complete = True
@@ -249,9 +269,13 @@ class TaskState:
         return self._check_drained()
 
     def begin_drain(self, marked: set[SystemStreamPartition]) -> None:
-        """A drain began: ``marked`` are the task's SSPs whose buffers end with a drain marker."""
+        """A drain began: ``marked`` are the task's SSPs whose buffers end with a drain marker. A task
+        that reads intermediate streams and no source still being read has its sources drained at
+        once: its DRAIN op is due, after which it waits for its intermediate streams' drain."""
         self._drain_marked = frozenset(marked)
         self._drain_pending = set(marked)
+        if not marked and self.reads_intermediate and not self._processing:
+            self.drained = True
 
     def drain_marker_passed(self, ssp: SystemStreamPartition) -> bool:
         """``ssp``'s drain marker reached the task; True if the task became drained by it."""

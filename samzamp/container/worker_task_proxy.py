@@ -42,6 +42,7 @@ from samzamp.container.task_base import TaskBase
 from samzamp.dispatch.process import frames as f
 from samzamp.dispatch.process.pool import WorkerPool
 from samzamp.metrics.registry import MetricsRegistry
+from samzamp.model.control_state import ControlState
 from samzamp.model.job_model import TaskModel
 from samzamp.storage.manager import RestoreReport
 from samzamp.systems.base import RawMessage
@@ -327,8 +328,10 @@ class WorkerTaskProxy(TaskBase):
         self._drain_done = done
         self._pool.send(self.worker, f.encode(f.Drain(self._index)))
 
-    async def before_commit(self) -> None:
-        await self._commit_step_in_worker(f.BeforeCommit(self._index))
+    async def before_commit(self) -> ControlState | None:
+        done = await self._commit_step_in_worker(f.BeforeCommit(self._index))
+        assert isinstance(done, f.BeforeCommitDone)
+        return done.control
 
     async def flush_and_commit_stores(self) -> dict[str, str]:
         ready = await self._commit_step_in_worker(f.Commit(self._index))

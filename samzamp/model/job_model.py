@@ -13,6 +13,7 @@ from collections.abc import Collection, Iterable, Mapping
 import msgspec
 
 from samzamp.api.envelope import SystemStream, SystemStreamPartition
+from samzamp.model.control_state import ControlState
 
 __all__ = ["ContainerModel", "IntermediateStreamModel", "JobModel", "TaskModel", "intermediate_streams"]
 
@@ -39,6 +40,10 @@ class TaskModel(msgspec.Struct, frozen=True):
     changelog_partition: int = 0
     markers: dict[str, str] = {}
     intermediate: dict[str, IntermediateStreamModel] = {}
+    # Filled in like ``markers``: the job's run (app.run.id) the task starts in, and the control
+    # state of its last checkpoint (whatever run wrote it; the task keeps it only for its own run).
+    run_id: str = ""
+    control: ControlState | None = None
 
 
 class ContainerModel(msgspec.Struct, frozen=True):

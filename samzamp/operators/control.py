@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from samzamp.api.envelope import SystemStream, SystemStreamPartition
+from samzamp.model.control_state import SSPControl
 
 __all__ = ["DrainStates", "EndOfStreamStates", "WatermarkStates"]
 
@@ -61,6 +62,23 @@ class EndOfStreamStates:
     def seen(self, ssp: SystemStreamPartition) -> frozenset[str]:
         """The producer names counted on ``ssp`` so far."""
         return frozenset(self._names.get(ssp, ()))
+
+    def snapshot(self) -> list[SSPControl]:
+        """What each SSP counted so far (for the checkpoint); SSPs with nothing yet are left out."""
+        return [
+            SSPControl.of(ssp, frozenset(names), ssp in self._done)
+            for ssp, names in sorted(self._names.items())
+            if names or ssp in self._done
+        ]
+
+    def restore(self, entries: Iterable[SSPControl]) -> None:
+        """Take back what a checkpoint's ``snapshot`` held, for the task's SSPs among ``entries``."""
+        for entry in entries:
+            ssp = entry.ssp
+            if ssp in self._names:
+                self._names[ssp] = set(entry.names)
+                if entry.done:
+                    self._done.add(ssp)
 
 
 class DrainStates(EndOfStreamStates):

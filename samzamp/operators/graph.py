@@ -11,6 +11,15 @@ move messages between them (Samza's OperatorImplGraph and the handling in Operat
   SSPs end); a source stream the task has no partition of has ended from the start; an
   intermediate stream ends when each of its partitions in the task is done.
 - When every operator ended, the task commits and votes to shut down.
+- A drain (seed 003) goes the same way with drain messages of the job's run: the container tells
+  the task that its sources drained (``sources_drained``, its on_drain); an operator drains when
+  every operator it reads from drained (a window emits its panes and deletes its state; a
+  ``partition_by`` sends a named drain message, after a flush); an intermediate stream drains for
+  the task when each of its partitions here counted every producer's drain message
+  (``control.DrainStates``) or got the aggregate partition's copy. When every operator drained the
+  task asks to commit and shut down: the container takes that as its drain done.
+- What the task counted (``control_state``) goes into its checkpoint, and comes back at ``init``
+  after a restart within the same run.
 
 Operators that run an ``async def`` run on the loop, through ``process_async``; what a window
 emits on its timer or at end of stream runs through synchronous operators only (a plan with an
@@ -30,7 +39,8 @@ from samzamp.api.errors import ConfigError, SystemFailureError
 from samzamp.api.operators import KV, OperatorSpec
 from samzamp.config.application import ApplicationPlan
 from samzamp.metrics.registry import Counter, MetricsRegistry, Timer
-from samzamp.operators.control import EndOfStreamStates
+from samzamp.model.control_state import ControlState
+from samzamp.operators.control import DrainStates, EndOfStreamStates
 from samzamp.operators.impl import (
     NOTHING,
     FilterOperator,
@@ -46,7 +56,12 @@ from samzamp.operators.impl import (
 )
 from samzamp.operators.join import StreamStreamJoinOperator, StreamTableJoinOperator
 from samzamp.operators.window import WindowOperator
-from samzamp.serde.intermediate import ControlMessage, EndOfStreamMessage, aggregate_partition
+from samzamp.serde.intermediate import (
+    ControlMessage,
+    DrainMessage,
+    EndOfStreamMessage,
+    aggregate_partition,
+)
 
 __all__ = ["OperatorGraph", "check_plan"]
 
@@ -128,15 +143,16 @@ class _Context:
     def now_ms(self) -> int:
         return int(time.time() * 1000)
 
-    def flush(self) -> None:
-        """Every message the task sent so far acknowledged (or failed: the commit judges those)."""
+    def flush(self, before: str) -> None:
+        """Every message the task sent so far acknowledged (or failed: the commit judges those),
+        ``before`` its control message of that kind goes out."""
         flush: Callable[[float], int] | None = getattr(self.collector, "flush", None)
         if flush is not None:
             unacked = flush(FLUSH_TIMEOUT_S)
             if unacked:
                 raise SystemFailureError(
                     f"task {self.task_name!r}: {unacked} messages were not acknowledged within {FLUSH_TIMEOUT_S:.0f} s "
-                    "before its end-of-stream message to an intermediate stream; it cannot be sent after them"
+                    f"before its {before} message to an intermediate stream; it cannot be sent after them"
                 )
 
 
@@ -164,6 +180,10 @@ class OperatorGraph:
         self._timed = [op for op in self.ops if type(op).on_timer is not OperatorImpl.on_timer]
         self._voted = False
         self._deferred = False  # ends found at init, propagated at the first call with a collector
+        self._drain_requested = False  # the container said the task's sources drained (on_drain)
+        self._drain_voted = False
+        self._sources_ended = False
+        self.run_id = ""
 
     # -- set-up ---------------------------------------------------------------------------------
     def init(self, context: TaskContext) -> None:
@@ -199,13 +219,28 @@ class OperatorGraph:
         facts = {ss: f for ss, f in known.items() if f is not None}
         self._partitions = {ss: f.partitions for ss, f in facts.items()}
         expected = {ss: f.producers for ss, f in facts.items()}
-        self.end_of_stream = EndOfStreamStates((s for s in ssps if s.system_stream in plan.intermediate), expected)
-        # The intermediate streams this task sends its end of stream to: those fed by a stream it reads.
+        intermediate_ssps = [s for s in ssps if s.system_stream in plan.intermediate]
+        self.end_of_stream = EndOfStreamStates(intermediate_ssps, expected)
+        # The run the task runs in; what its last checkpoint counted, if that was in this run.
+        self.run_id = model.run_id if model is not None else ""
+        self.drains = DrainStates(intermediate_ssps, expected, self.run_id)
+        control = model.control if model is not None else None
+        if control is not None and control.run_id == self.run_id:
+            self.drains.restore(control.drain)
+            self.end_of_stream.restore(control.end_of_stream)
+        group = f"TaskName-{context.task_name}"
+        self._m_drains = metrics.counter(group, "drain-messages-received")
+        self._m_eos = metrics.counter(group, "eos-messages-received")
+        self._m_foreign = metrics.counter(group, "foreign-drain-messages")
+        # The intermediate streams this task sends its control messages to: those fed by a stream it reads.
         self._produces = {ss for ss, feeds in plan.feeds.items() if feeds & mine}
         for ss, op in self._inputs.items():
             if ss not in mine:  # no partition of it here: it never gives this task a message
                 op.ended = True
+                op.drained = ss in plan.intermediate  # a source's drain comes with the others'
                 self._deferred = True
+            elif ss in plan.intermediate and self.drains.stream_done(ss):
+                op.drained = True  # restored: drained before a restart
 
     # -- messages -------------------------------------------------------------------------------
     def _arrive(
@@ -334,14 +369,42 @@ class OperatorGraph:
         ctx = self.ctx
         ctx.collector = collector
         ctx.coordinator = coordinator
+        self._sources_ended = True
         for ss, op in self._inputs.items():
             if ss not in self.plan.intermediate:
                 op.ended = True
         self._propagate()
 
+    def sources_drained(self, collector: MessageCollector, coordinator: TaskCoordinator) -> None:
+        """Every source SSP of the task passed its drain marker (the container's on_drain)."""
+        ctx = self.ctx
+        ctx.collector = collector
+        ctx.coordinator = coordinator
+        self._drain_requested = True
+        for ss, op in self._inputs.items():
+            if ss not in self.plan.intermediate:
+                op.drained = True
+        self._propagate_drain()
+
+    def control_state(self) -> ControlState | None:
+        """What the task counted of its run's drain and end-of-stream messages (for its checkpoint)."""
+        if not self.run_id:
+            return None
+        return ControlState(
+            self.run_id,
+            sources_drained=self._drain_requested,
+            sources_ended=self._sources_ended,
+            drain=self.drains.snapshot(),
+            end_of_stream=self.end_of_stream.snapshot(),
+        )
+
     def _on_control(self, ssp: SystemStreamPartition, message: ControlMessage) -> None:
+        if isinstance(message, DrainMessage):
+            self._on_drain_message(ssp, message)
+            return
         if not isinstance(message, EndOfStreamMessage):
-            return  # watermarks and drains through intermediate streams are not sent yet
+            return  # watermarks through intermediate streams are not sent yet
+        self._m_eos.count += 1
         states = self.end_of_stream
         # The aggregate partition heard from every producer: the other partitions learn it, from
         # the one virtual task of it that owns key bucket 0 (each of them counted the same names).
@@ -354,8 +417,49 @@ class OperatorGraph:
             self._inputs[ss].ended = True
             self._propagate()
 
+    def _on_drain_message(self, ssp: SystemStreamPartition, message: DrainMessage) -> None:
+        states = self.drains
+        self._m_drains.count += 1
+        if message.run_id != states.run_id:  # left by an earlier run's drain: skipped
+            states.update_drain(ssp, message.task_name, message.run_id)
+            self._m_foreign.count += 1
+            return
+        # The aggregate partition heard from every producer: the other partitions learn it. Every
+        # virtual task of it sends the copies (Samza's rule for drains; a copy counts once).
+        if states.update_drain(ssp, message.task_name, message.run_id):
+            for p in range(self._partitions[ssp.system_stream]):
+                if p != ssp.partition:
+                    self._send_control(ssp.system_stream, DrainMessage(None, message.run_id), p)
+        ss = ssp.system_stream
+        op = self._inputs[ss]
+        if states.stream_done(ss) and not op.drained:
+            op.drained = True
+            self._propagate_drain()
+
     def _send_control(self, ss: SystemStream, message: ControlMessage, partition: int) -> None:
         self.ctx.collector.send(OutgoingMessageEnvelope(ss, message, partition=partition))
+
+    def _send_named(self, ss: SystemStream, message: ControlMessage, kind: str) -> None:
+        """The task's own control message to ``ss``'s aggregate partition, after every record it sent
+        before is acknowledged: none can land after the message in any partition (R-A11)."""
+        self.ctx.flush(kind)
+        self._send_control(ss, message, aggregate_partition(ss.stream, self._partitions[ss]))
+
+    def _propagate_drain(self) -> None:
+        """Drain each operator whose inputs all drained, in graph order; once all did (and the
+        container drained the task's sources), ask to commit and shut down: the task drained."""
+        for op in self.ops:
+            if op.drained or isinstance(op, InputOperator):
+                continue
+            if all(p.drained for p in self.parents[op]):
+                op.drained = True
+                self._emit(op, op.on_drain())
+                if isinstance(op, PartitionByOperator) and op.stream in self._produces:
+                    self._send_named(op.stream, DrainMessage(self.ctx.task_name, self.run_id), "drain")
+        if self._drain_requested and not self._drain_voted and all(op.drained for op in self.ops):
+            self._drain_voted = True
+            self.ctx.coordinator.commit()
+            self.ctx.coordinator.shutdown()
 
     def _propagate(self) -> None:
         """End each operator whose inputs all ended, in graph order; vote once all ended."""
@@ -367,11 +471,7 @@ class OperatorGraph:
                 op.ended = True
                 self._emit(op, op.on_end_of_stream())
                 if isinstance(op, PartitionByOperator) and op.stream in self._produces:
-                    self.ctx.flush()  # no record of this task may land after its end of stream
-                    ss = op.stream
-                    self._send_control(
-                        ss, EndOfStreamMessage(self.ctx.task_name), aggregate_partition(ss.stream, self._partitions[ss])
-                    )
+                    self._send_named(op.stream, EndOfStreamMessage(self.ctx.task_name), "end-of-stream")
         if not self._voted and all(op.ended for op in self.ops):
             self._voted = True
             self.ctx.coordinator.commit()

@@ -17,18 +17,22 @@ from samzamp.api.task import (
     AsyncStreamTask,
     CheckpointListenerTask,
     ClosableTask,
+    DrainListenerTask,
     EndOfStreamListenerTask,
     InitableTask,
     StreamTask,
     WindowableTask,
 )
 from samzamp.config.application import ApplicationPlan
+from samzamp.model.control_state import ControlState
 from samzamp.operators.graph import OperatorGraph, check_plan
 
 __all__ = ["AsyncOperatorGraphTask", "OperatorGraphTask", "task_class"]
 
 
-class _GraphTaskBase(InitableTask, WindowableTask, EndOfStreamListenerTask, CheckpointListenerTask, ClosableTask):
+class _GraphTaskBase(
+    InitableTask, WindowableTask, EndOfStreamListenerTask, DrainListenerTask, CheckpointListenerTask, ClosableTask
+):
     plan: ClassVar[ApplicationPlan]
 
     def __init__(self) -> None:
@@ -43,8 +47,15 @@ class _GraphTaskBase(InitableTask, WindowableTask, EndOfStreamListenerTask, Chec
     def on_end_of_stream(self, collector: MessageCollector, coordinator: TaskCoordinator) -> None:
         self.graph.sources_ended(collector, coordinator)
 
+    def on_drain(self, collector: MessageCollector, coordinator: TaskCoordinator) -> None:
+        self.graph.sources_drained(collector, coordinator)
+
     def before_commit(self) -> None:
         self.graph.before_commit()
+
+    def control_state(self) -> ControlState | None:
+        """What the graph counted of its run's control messages: the checkpoint carries it."""
+        return self.graph.control_state()
 
     def close(self) -> None:
         self.graph.close()

@@ -48,7 +48,7 @@ class GraphContext(Protocol):
 
     def now_ms(self) -> int: ...
 
-    def flush(self) -> None: ...
+    def flush(self, before: str) -> None: ...
 
 
 class OperatorImpl:
@@ -63,6 +63,7 @@ class OperatorImpl:
         self.op_id = spec.op_id
         self.children: list[OperatorImpl] = []
         self.ended = False  # every input of the operator ended (end of stream handled)
+        self.drained = False  # every input of the operator drained (drain handled)
 
     def init(self, context: GraphContext) -> None:
         """Open what the operator keeps (its stores): before the first message."""
@@ -80,6 +81,11 @@ class OperatorImpl:
 
     def on_end_of_stream(self) -> Iterable[Any]:
         """Every input of the operator ended: what it still holds, emitted once (then cleared)."""
+        return NOTHING
+
+    def on_drain(self) -> Iterable[Any]:
+        """Every input of the operator drained: what it must not keep past the drain, emitted once
+        (then cleared). What it keeps by design (a join's or table's state) stays."""
         return NOTHING
 
     def flush(self) -> None:

@@ -13,7 +13,8 @@ whose state lives only in the operator's store, and whose triggers are rebuilt f
   ``last + gap``. An entry whose window is gone or was replaced (another start) is skipped.
 - **Firing.** ``on_timer(now)`` emits the pane of each window due by ``now`` (tumbling:
   ``now >= start + interval``; session: ``now >= last + gap``), in fire-time order, and deletes its
-  entry; ``on_end_of_stream`` emits every open window's pane once and deletes them all (R-A9).
+  entry; ``on_end_of_stream`` and ``on_drain`` emit every open window's pane once and delete them
+  all (a tombstone each in the changelog; R-A9).
 - **Write-behind.** The windows a message touched since the last commit are kept in memory (by
   ``(key, start)``) and written to the store at the task's commit (``flush``, before its
   changelog is flushed and its checkpoint written), when they fire, and when more than
@@ -182,6 +183,10 @@ class WindowOperator(OperatorImpl):
             out.append(self._pane(key, state))
             self._forget(key, held, store_key)
         return out
+
+    def on_drain(self) -> Iterable[Any]:
+        """As at end of stream (seed 003: windows emit early on a drain, and their state goes)."""
+        return self.on_end_of_stream()
 
     def on_end_of_stream(self) -> Iterable[Any]:
         """Every open window's pane once, in fire-time order; the store is emptied."""

@@ -175,6 +175,8 @@ class StreamProcessor:
             await asyncio.to_thread(systems.create_streams)
             await asyncio.to_thread(checkpoints.create_topic)
             metadata = await self._start_run(coordinators)
+            assert self.run_record is not None
+            checkpoints.run_id = self.run_record.run_id
             calculator = JobModelCalculator(
                 st,
                 systems.admins,

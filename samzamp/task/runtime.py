@@ -44,6 +44,7 @@ from samzamp.commit.flush_policy import commit_failure, flush_task_producers
 from samzamp.config.settings import TaskSettings
 from samzamp.dispatch.process.calls import FENCE, wait_for_fence
 from samzamp.metrics.registry import Counter, MetricsRegistry, Timer
+from samzamp.model.control_state import ControlState
 from samzamp.model.job_model import TaskModel
 from samzamp.storage.manager import RestoreReport, TaskStorage
 from samzamp.systems.base import RawMessage, SystemProducer
@@ -312,13 +313,17 @@ class TaskRuntime:
         return self._run_hook(task.on_drain if isinstance(task, DrainListenerTask) else None)
 
     # -- commit steps 1, 3, 4, 6 (the order is samzamp.commit.pipeline's) -------------------------
-    def before_commit(self) -> None:
-        """Step 1: the task's CheckpointListenerTask.before_commit; a failure names the task."""
-        if isinstance(self.task, CheckpointListenerTask):
+    def before_commit(self) -> ControlState | None:
+        """Step 1: the task's CheckpointListenerTask.before_commit; a failure names the task. The
+        task's control state (an application's graph has one), for the checkpoint."""
+        task = self.task
+        if isinstance(task, CheckpointListenerTask):
             try:
-                self.task.before_commit()
+                task.before_commit()
             except Exception as e:
                 raise task_failure(self.name, e) from e
+        control_state: Callable[[], ControlState | None] | None = getattr(task, "control_state", None)
+        return control_state() if control_state is not None else None
 
     def flush_producers(self) -> None:
         """Step 3: every output and changelog record the task sent acknowledged, or

@@ -380,11 +380,12 @@ class Worker:
     def _before_commit(self, t: int) -> None:
         """Commit step 1 for task ``t`` (see samzamp.commit.pipeline); the loop takes step 2 next."""
         rt = self._task(t).runtime
+        control = None
         try:
-            rt.before_commit()
+            control = rt.before_commit()
         except Exception as e:
             self.fail(t, rt.failure(e))
-        self._reply(f.BeforeCommitDone(t))
+        self._reply(f.BeforeCommitDone(t, control))
 
     def _commit(self, t: int) -> None:
         """Commit steps 3 and 4 for task ``t`` (see samzamp.commit.pipeline). A flush that stops the

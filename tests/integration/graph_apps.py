@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from samzamp import KV, StreamApplication, StreamApplicationDescriptor, WindowPane
+from samzamp import KV, StreamApplication, StreamApplicationDescriptor, WindowPane, Windows
 from samzamp.examples.word_count_app import WordCountApp
 
 
@@ -49,3 +49,27 @@ class StreamJoinApp(StreamApplication):
         orders.join(payments, lambda order, payment: {"order": order, "payment": payment}, ttl=TTL, id="paid").send_to(
             paid
         )
+
+
+GAP = timedelta(hours=1)
+
+
+class SessionItemsApp(StreamApplication):
+    """``events`` (JSON ``{"k", "src", "seq"}``) re-keyed by ``k``; a keyed session window with a
+    one-hour gap folds each key's ``[src, seq]`` pairs (so it fires only on a drain or at end of
+    stream); each pane goes to ``out`` as ``key -> {"key": key, "items": [[src, seq], ...]}``."""
+
+    def describe(self, app: StreamApplicationDescriptor) -> None:
+        events = app.input_stream("events", msg_serde="json")
+        out = app.output_stream("out", key_serde="string", msg_serde="json")
+        (
+            events.partition_by(lambda m: m["k"], lambda m: [m["src"], m["seq"]], id="by-key")
+            .window(Windows.keyed_session_window(lambda kv: kv.key, GAP, list, _add_item), id="items")
+            .map(lambda pane: KV(pane.key.key, {"key": pane.key.key, "items": pane.message}))
+            .send_to(out)
+        )
+
+
+def _add_item(kv: KV[Any, Any], items: list[Any]) -> list[Any]:
+    items.append(kv.value)
+    return items

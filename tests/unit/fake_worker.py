@@ -104,10 +104,14 @@ def job_settings() -> JobSettings:
 class Checkpoints:
     """The checkpoint writer: keeps ``SSP``'s offset of each checkpoint written, in order."""
 
+    run_id = ""
+
     def __init__(self) -> None:
         self.written: list[int] = []
 
-    def write_checkpoint(self, name: str, offsets: dict[SystemStreamPartition, int], markers: Any) -> None:
+    def write_checkpoint(
+        self, name: str, offsets: dict[SystemStreamPartition, int], markers: Any, **_version_2: Any
+    ) -> None:
         self.written.append(offsets[SSP])
 
 

@@ -22,6 +22,7 @@ from samzamp import (
     SystemStream,
     WindowableTask,
 )
+from samzamp.commit.checkpoint import decode_checkpoint
 from samzamp.config import load_config, validate
 from samzamp.coordinator.metadata_store import CoordinatorStreamStore, decode_coordinator_key
 from samzamp.coordinator.run_id import RUN_NAMESPACE, RunState, end_run, read_current_run, start_run
@@ -382,7 +383,20 @@ def test_a_notification_found_at_start_drains_before_anything_is_processed() -> 
     asyncio.run(asyncio.wait_for(container.run(), 10))
     assert container.drained
     assert not [e for e in EVENTS if e[0] == "P"]
-    assert sorted(e[0] for e in EVENTS) == ["D", "D", "W", "W"]  # no checkpoint: nothing new to record
+    # Nothing processed, yet each task's final checkpoint is new: it says the task drained in this
+    # run (a processor that takes the task over in the run holds it drained).
+    assert sorted(e[0] for e in EVENTS) == ["D", "D", "K", "K", "W", "W"]
+    checkpoints = [
+        decode_checkpoint("?", value)
+        for stream, partitions in streams.partitions.items()
+        if stream.startswith("__samza_checkpoint")
+        for _offset, _key, value, _ts in partitions[0]
+        if value is not None
+    ]
+    assert sorted((c.task_name, c.run_id, c.drained, c.offsets()) for c in checkpoints) == [
+        ("Partition 0", "fixed-run", True, {}),
+        ("Partition 1", "fixed-run", True, {}),
+    ]
 
 
 def test_drain_waits_for_async_work_in_flight() -> None:

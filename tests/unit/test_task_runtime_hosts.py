@@ -254,7 +254,7 @@ class InlineHost:
         return markers
 
     def checkpointed(self, offset: int) -> None:
-        self.ti.checkpoint_written({SSP: offset})
+        self.ti.checkpoint_written({SSP: offset}, None)
 
 
 class _Sent:

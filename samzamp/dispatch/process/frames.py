@@ -32,6 +32,7 @@ from typing import Any
 
 import msgspec
 
+from samzamp.model.control_state import ControlState
 from samzamp.model.job_model import TaskModel
 from samzamp.storage.manager import RestoreReport
 
@@ -228,6 +229,7 @@ class TaskAdded(_Frame):
 
 class BeforeCommitDone(_Frame):
     task: int
+    control: ControlState | None = None  # the task's control state, for the checkpoint
 
 
 class TaskRemoved(_Frame):
