@@ -56,7 +56,8 @@ FAST_POLL_MS = 200
 SLOW_POLL_MS = 15_000
 BOUND_S = 30  # item 7: a drain completes within the slowest poll interval plus this
 HELD_MS = 600  # an intermediate record that arrived this long after it was produced was held back
-MIN_WATCH_S = 2  # the intermediate topic is watched this long at least before the drain
+MIN_WATCH_S = 3  # the intermediate topic is watched this long at least before the drain
+WARM_UP_MS = 1000  # arrival times of records produced in the first second of watching are not trusted
 RUN_ID = re.compile(r"run id (\S+) \(")
 
 
@@ -831,6 +832,20 @@ def check_broadcast_copies(inter: list[Inter], aggregate: int, run_id: str, mark
         assert copies[0].key is None, f"item 5: partition {p}'s broadcast copy has a key"
 
 
+def check_one_broadcast_copy_per_partition(inter: list[Inter], aggregate: int, run_id: str) -> None:
+    """Issue step 2 / R-A13: the aggregate partition's task (with key buckets: the one owning bucket 0)
+    broadcasts one null-named copy to each other partition, not one per virtual task."""
+    copies = Counter(
+        r.partition
+        for r in inter
+        if isinstance(r.control, DrainMessage) and r.control.run_id == run_id and r.control.task_name is None
+    )
+    want = {p: 1 for p in range(PARTITIONS) if p != aggregate}
+    assert copies == want, (
+        f"broadcast DrainMessages of run {run_id} per partition: {dict(sorted(copies.items()))}, not {want}"
+    )
+
+
 def check_drain_bound(d: Deployment) -> None:
     """Item 7 (A.5 bound): the drain completed within the slowest poll interval plus BOUND_S."""
     limit = max(d.polls.values()) / 1000 + BOUND_S
@@ -917,7 +932,7 @@ def held_records_before_markers(inter: list[Inter], markers: dict[int, Inter], d
     for r in inter:
         marker = markers.get(r.partition)
         at = arrived.get((r.partition, r.offset))
-        if r.item is None or marker is None or at is None or r.ts < d.watched_ms:
+        if r.item is None or marker is None or at is None or r.ts < d.watched_ms + WARM_UP_MS:
             continue
         marker_at = arrived.get((marker.partition, marker.offset))
         if marker_at is not None and marker_at - 1000 <= at <= marker_at and at - r.ts >= HELD_MS:
@@ -998,6 +1013,7 @@ def check_run(
     checks(label, check_intermediate_checkpoints_past_the_markers, s.checkpoints, job.intermediate, markers)
     checks(label, check_named_drain_messages, s.inter, job.aggregate, d.run_id, producers, d.owners)
     checks(label, check_broadcast_copies, s.inter, job.aggregate, d.run_id, markers)
+    checks(label, check_one_broadcast_copy_per_partition, s.inter, job.aggregate, d.run_id)
     checks(label, check_drain_bound, d)
     held = held_records_before_markers(s.inter, markers, d)
     if sc.linger_ms is not None:
@@ -1007,7 +1023,7 @@ def check_run(
     lags = [
         at - r.ts
         for r in s.inter
-        if r.item is not None and r.ts >= d.watched_ms and (at := d.arrived.get((r.partition, r.offset)))
+        if r.item is not None and r.ts >= d.watched_ms + WARM_UP_MS and (at := d.arrived.get((r.partition, r.offset)))
     ]
     print(
         f"{label}: run {d.run_id}: {sum(expected.values())} records processed, {len(panes)} panes, "
