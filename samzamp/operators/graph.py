@@ -18,6 +18,13 @@ move messages between them (Samza's OperatorImplGraph and the handling in Operat
   the task when each of its partitions here counted every producer's drain message
   (``control.DrainStates``) or got the aggregate partition's copy. When every operator drained the
   task asks to commit and shut down: the container takes that as its drain done.
+- Watermarks go the same way (``control.WatermarkStates``): an input's watermark is its stream's
+  (an intermediate stream's: the least over the task's partitions of it, each the least over the
+  stream's producers once every one reported), an operator's the least of its inputs', never going
+  back; a ``partition_by`` whose watermark moves sends it on, named, to its aggregate partition,
+  whose task (bucket 0) copies each advance to the other partitions. Windows here run in processing
+  time, so watermarks only travel: a drain moves the sources' to the end of time first
+  (``MAX_WATERMARK``), as Samza's drain does in a job with intermediate streams.
 - What the task counted (``control_state``) goes into its checkpoint, and comes back at ``init``
   after a restart within the same run.
 
@@ -40,7 +47,7 @@ from samzamp.api.operators import KV, OperatorSpec
 from samzamp.config.application import ApplicationPlan
 from samzamp.metrics.registry import Counter, MetricsRegistry, Timer
 from samzamp.model.control_state import ControlState
-from samzamp.operators.control import DrainStates, EndOfStreamStates
+from samzamp.operators.control import DrainStates, EndOfStreamStates, WatermarkStates
 from samzamp.operators.impl import (
     NOTHING,
     FilterOperator,
@@ -57,9 +64,11 @@ from samzamp.operators.impl import (
 from samzamp.operators.join import StreamStreamJoinOperator, StreamTableJoinOperator
 from samzamp.operators.window import WindowOperator
 from samzamp.serde.intermediate import (
+    MAX_WATERMARK,
     ControlMessage,
     DrainMessage,
     EndOfStreamMessage,
+    WatermarkMessage,
     aggregate_partition,
 )
 
@@ -224,6 +233,7 @@ class OperatorGraph:
         # The run the task runs in; what its last checkpoint counted, if that was in this run.
         self.run_id = model.run_id if model is not None else ""
         self.drains = DrainStates(intermediate_ssps, expected, self.run_id)
+        self.watermarks = WatermarkStates(intermediate_ssps, expected)
         control = model.control if model is not None else None
         if control is not None and control.run_id == self.run_id:
             self.drains.restore(control.drain)
@@ -238,6 +248,7 @@ class OperatorGraph:
             if ss not in mine:  # no partition of it here: it never gives this task a message
                 op.ended = True
                 op.drained = ss in plan.intermediate  # a source's drain comes with the others'
+                op.watermark = MAX_WATERMARK  # nor holds any watermark back
                 self._deferred = True
             elif ss in plan.intermediate and self.drains.stream_done(ss):
                 op.drained = True  # restored: drained before a restart
@@ -381,9 +392,12 @@ class OperatorGraph:
         ctx.collector = collector
         ctx.coordinator = coordinator
         self._drain_requested = True
-        for ss, op in self._inputs.items():
-            if ss not in self.plan.intermediate:
-                op.drained = True
+        sources = [op for ss, op in self._inputs.items() if ss not in self.plan.intermediate]
+        for op in sources:
+            op.watermark = MAX_WATERMARK  # the end of time, ahead of the drain (Samza's order)
+        self._propagate_watermark()
+        for op in sources:
+            op.drained = True
         self._propagate_drain()
 
     def control_state(self) -> ControlState | None:
@@ -402,8 +416,11 @@ class OperatorGraph:
         if isinstance(message, DrainMessage):
             self._on_drain_message(ssp, message)
             return
+        if isinstance(message, WatermarkMessage):
+            self._on_watermark(ssp, message)
+            return
         if not isinstance(message, EndOfStreamMessage):
-            return  # watermarks through intermediate streams are not sent yet
+            return
         self._m_eos.count += 1
         states = self.end_of_stream
         # The aggregate partition heard from every producer: the other partitions learn it, from
@@ -435,6 +452,38 @@ class OperatorGraph:
         if states.stream_done(ss) and not op.drained:
             op.drained = True
             self._propagate_drain()
+
+    def _on_watermark(self, ssp: SystemStreamPartition, message: WatermarkMessage) -> None:
+        states = self.watermarks
+        # The aggregate partition's watermark moved (every producer reported): the other partitions
+        # learn it, from the one virtual task of it that owns key bucket 0.
+        if states.update(ssp, message.task_name, message.timestamp) and ssp.key_bucket <= 0:
+            copy = WatermarkMessage(None, states.watermark(ssp) or message.timestamp)
+            for p in range(self._partitions[ssp.system_stream]):
+                if p != ssp.partition:
+                    self._send_control(ssp.system_stream, copy, p)
+        ss = ssp.system_stream
+        mark = states.stream_watermark(ss)
+        op = self._inputs[ss]
+        if mark is not None and (op.watermark is None or mark > op.watermark):
+            op.watermark = mark
+            self._propagate_watermark()
+
+    def _propagate_watermark(self) -> None:
+        """Move each operator's watermark to the least of its inputs', in graph order; a
+        ``partition_by`` whose watermark moved sends it on."""
+        for op in self.ops:
+            if isinstance(op, InputOperator):
+                continue
+            marks = [p.watermark for p in self.parents[op]]
+            if any(m is None for m in marks):
+                continue
+            mark = min(m for m in marks if m is not None)
+            if op.watermark is not None and mark <= op.watermark:
+                continue
+            op.watermark = mark
+            if isinstance(op, PartitionByOperator) and op.stream in self._produces:
+                self._send_named(op.stream, WatermarkMessage(self.ctx.task_name, mark), "watermark")
 
     def _send_control(self, ss: SystemStream, message: ControlMessage, partition: int) -> None:
         self.ctx.collector.send(OutgoingMessageEnvelope(ss, message, partition=partition))

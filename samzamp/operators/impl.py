@@ -64,6 +64,8 @@ class OperatorImpl:
         self.children: list[OperatorImpl] = []
         self.ended = False  # every input of the operator ended (end of stream handled)
         self.drained = False  # every input of the operator drained (drain handled)
+        # The least of its inputs' watermarks (None until each input has one); never goes back.
+        self.watermark: int | None = None
 
     def init(self, context: GraphContext) -> None:
         """Open what the operator keeps (its stores): before the first message."""

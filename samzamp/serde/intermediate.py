@@ -49,6 +49,10 @@ class WatermarkMessage(ControlMessage, frozen=True):
     timestamp: int
 
 
+# The watermark of a stream that will bring no more messages (Samza's Long.MAX_VALUE): a drain sends it.
+MAX_WATERMARK = 2**63 - 1
+
+
 class EndOfStreamMessage(ControlMessage, frozen=True):
     pass
 

@@ -73,3 +73,24 @@ class SessionItemsApp(StreamApplication):
 def _add_item(kv: KV[Any, Any], items: list[Any]) -> list[Any]:
     items.append(kv.value)
     return items
+
+
+class SessionItemsAppV2(SessionItemsApp):
+    """``SessionItemsApp`` after an upgrade of its intermediate schema: ``partition_by`` sends
+    ``{"src", "seq"}`` objects where it sent ``[src, seq]`` pairs. A record of the old schema reaching
+    its fold fails the task (a list has no "src")."""
+
+    def describe(self, app: StreamApplicationDescriptor) -> None:
+        events = app.input_stream("events", msg_serde="json")
+        out = app.output_stream("out", key_serde="string", msg_serde="json")
+        (
+            events.partition_by(lambda m: m["k"], lambda m: {"src": m["src"], "seq": m["seq"]}, id="by-key")
+            .window(Windows.keyed_session_window(lambda kv: kv.key, GAP, list, _add_object), id="items")
+            .map(lambda pane: KV(pane.key.key, {"key": pane.key.key, "items": pane.message}))
+            .send_to(out)
+        )
+
+
+def _add_object(kv: KV[Any, Any], items: list[Any]) -> list[Any]:
+    items.append([kv.value["src"], kv.value["seq"]])
+    return items

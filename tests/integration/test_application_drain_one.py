@@ -1,7 +1,8 @@
 """Drain of an application in one container, against the real broker: the drain goes through the
 intermediate stream (each task's drain message after its flush, the aggregate partition's copies),
 every window emits what it holds once and deletes it, the container exits 0 drained, and the next
-deployment goes on exactly where the drain stopped."""
+deployment, with a changed intermediate schema (the README's upgrade recipe), goes on exactly where
+the drain stopped and never meets a record of the old schema."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ pytestmark = pytest.mark.integration
 PARTITIONS = 4
 KEYS = 40
 APP = "graph_apps:SessionItemsApp"
+APP_V2 = "graph_apps:SessionItemsAppV2"  # the same, its intermediate records of another shape
 FAST_MONITOR = "job.drain-monitor.poll.interval.ms=200"
 
 
@@ -69,13 +71,15 @@ def test_a_drained_application_emits_every_window_once_and_the_next_run_goes_on_
     create_topic(bootstrap, events, PARTITIONS)
     create_topic(bootstrap, out, 1)
     config = tmp_path / "job.toml"
-    config.write_text(app_toml(job, APP, {"events": (events, PARTITIONS), "out": (out, 1)}, tmp_path / "state"))
     intermediate = f"{job}-1-partition_by-by-key"
     overrides = (FAST_MONITOR, f"job.container.thread.pool.size={pool}", f"job.elasticity.factor={factor}")
     Feeder.topic = events
     written: dict[int, int] | None = None
     runs: list[tuple[list[dict], dict[int, int], list[str]]] = []  # per run: panes, drain points, named drains
     for run in range(2):
+        # The README's upgrade recipe: drain, deploy the changed intermediate schema, start.
+        app = APP if run == 0 else APP_V2
+        config.write_text(app_toml(job, app, {"events": (events, PARTITIONS), "out": (out, 1)}, tmp_path / "state"))
         feeder = Feeder(bootstrap, events, written)
         c = Container(config, bootstrap, *overrides, log=tmp_path / f"c{run}.log")
         try:

@@ -35,7 +35,7 @@ class FakeGraphContext:
     def stream(self, stream_id: str) -> Any:
         raise AssertionError("an operator under test sends nowhere")
 
-    def flush(self) -> None:
+    def flush(self, before: str) -> None:
         pass
 
     def contents(self, name: str) -> dict[str, Any]:

@@ -81,3 +81,21 @@ class AsyncAfterWindow(StreamApplication):
 class NotAnApplication:
     def describe(self, app: StreamApplicationDescriptor) -> None:
         app.input_stream("lines")
+
+
+class SessionItems(StreamApplication):
+    """``events`` (``{"k", "v"}``) re-keyed by ``k`` and folded per key into a list in a keyed session
+    window with a one-hour gap (it fires only on a drain or at end of stream); panes to ``out``."""
+
+    def describe(self, app: StreamApplicationDescriptor) -> None:
+        out = app.output_stream("out")
+        (
+            app.input_stream("events")
+            .partition_by(lambda m: m["k"], lambda m: m["v"], id="by-key")
+            .window(
+                Windows.keyed_session_window(lambda kv: kv.key, timedelta(hours=1), list, lambda kv, a: [*a, kv.value]),
+                id="items",
+            )
+            .map(lambda pane: KV(pane.key.key, pane.message))
+            .send_to(out)
+        )

@@ -16,7 +16,7 @@ from samzamp.api.envelope import SystemStreamPartition
 from samzamp.choose.round_robin import RoundRobinChooser
 from samzamp.consume.system_consumers import SystemConsumers
 from samzamp.metrics.registry import MetricsRegistry
-from samzamp.systems.base import END_OF_STREAM, OLDEST, UPCOMING, RawMessage, StartOffset
+from samzamp.systems.base import DRAIN, END_OF_STREAM, OLDEST, UPCOMING, WATERMARK_MAX, RawMessage, StartOffset
 from samzamp.systems.inmemory.system import InMemoryStreams, InMemorySystemConsumer
 
 A = SystemStreamPartition("mem", "in", 0)
@@ -263,3 +263,44 @@ def test_round_robin_chooser_remove_keeps_the_others_in_order() -> None:
         (C, (0, None, None, 0)),
         None,
     ]
+
+
+def test_a_drain_stops_the_sources_and_reads_intermediate_streams_on() -> None:
+    streams = seeded(20, partitions=2)
+    streams.create("mid", 1)
+    mid = SystemStreamPartition("mem", "mid", 0)
+    for _ in range(5):
+        streams.append("mid", 0, None, b"m")
+    consumer = InMemorySystemConsumer(streams)
+    for ssp in (A, B, mid):
+        consumer.register(ssp, 0)
+    sc = SystemConsumers(
+        {"mem": consumer},
+        [A, B, mid],
+        RoundRobinChooser(),
+        MetricsRegistry(),
+        10_000,
+        20,
+        intermediate=frozenset({mid.system_stream}),
+    )
+
+    async def main() -> tuple[Reader, dict[SystemStreamPartition, int | None]]:
+        r = Reader(sc)
+        r.start()
+        await r.read_until(lambda: len(r.offsets(A)) == 20 and len(r.offsets(mid)) == 5, "the first records")
+        point, marked = sc.drain()
+        assert marked == {A, B}  # the markers go to the sources only
+        append(streams, 0, 10)  # past the drain point: never read in this run
+        for _ in range(10):
+            streams.append("mid", 0, None, b"m")  # the intermediate stream is read on
+        await r.read_until(lambda: len(r.offsets(mid)) == 15 and len(r.offsets(B)) == 22, "the rest")
+        with pytest.raises(RuntimeError, match="drain"):
+            sc.add({C: 0})
+        sc.stop()
+        return r, point
+
+    r, point = asyncio.run(main())
+    assert point == {A: 19, B: 19}
+    assert r.offsets(A) == [*range(20), WATERMARK_MAX, DRAIN]
+    assert r.offsets(B) == [*range(20), WATERMARK_MAX, DRAIN]
+    assert r.offsets(mid) == list(range(15))

@@ -10,6 +10,7 @@ import pytest
 from samzamp.api.envelope import SystemStreamPartition
 from samzamp.api.errors import ConfigError
 from samzamp.commit.topic_checkpoint import TopicCheckpointManager, samza_checkpoint_task
+from samzamp.model.control_state import ControlState, SSPControl
 from samzamp.systems.inmemory.system import InMemoryStreams, InMemorySystemAdmin, InMemorySystemProducer
 
 TOPIC = "__samza_checkpoint_ver_1_for_wc_1"
@@ -93,3 +94,36 @@ def test_records_of_no_known_format_are_skipped_and_said(caplog: pytest.LogCaptu
 )
 def test_samza_checkpoint_task(key: bytes | None, task: str | None) -> None:
     assert samza_checkpoint_task(key) == task
+
+
+def test_a_version_1_record_still_reads_and_version_2_carries_the_run_and_control_state() -> None:
+    streams = InMemoryStreams()
+    manager = _manager(streams)
+    ssp = SystemStreamPartition("kafka", "lines", 0)
+    # As samzamp wrote checkpoints before version 2.
+    old = {
+        "version": "1",
+        "checkpoint_id": "1-1",
+        "task_name": "Partition 1",
+        "input_offsets": [{"system": "kafka", "stream": "lines", "partition": 1, "offset": 4}],
+        "state_markers": {"counts": "9"},
+    }
+    key = json.dumps({"task_name": "Partition 1", "grouper": GROUPER, "type": "checkpoint"}).encode()
+    InMemorySystemProducer(streams).send(TOPIC, key, json.dumps(old).encode(), 0, None)
+    manager.run_id = "run-7"
+    control = ControlState("run-7", sources_drained=True, drain=[SSPControl("kafka", "mid", 2, names=["Partition 0"])])
+    manager.write_checkpoint("Partition 0", {ssp: 7}, {"counts": "3"}, control=control, drained=True)
+    last = manager.read_last_checkpoints()
+    v1, v2 = last["Partition 1"], last["Partition 0"]
+    assert (v1.offsets(), v1.state_markers, v1.run_id, v1.drained, v1.control) == (
+        {SystemStreamPartition("kafka", "lines", 1): 4},
+        {"counts": "9"},
+        "",
+        False,
+        None,
+    )
+    assert not v1.drained_in("run-7")
+    assert (v2.offsets(), v2.state_markers, v2.run_id, v2.control) == ({ssp: 7}, {"counts": "3"}, "run-7", control)
+    assert v2.drained_in("run-7")
+    assert not v2.drained_in("run-8")
+    assert not v2.drained_in(None)

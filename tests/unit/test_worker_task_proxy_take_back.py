@@ -6,6 +6,7 @@ tests/integration; here the worker's answers are scripted so the interleavings a
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 import pytest
@@ -75,7 +76,10 @@ def _run(
             worker, n, checkpoints, windowable=windowable, batch_size=4, in_flight_limit=16, pack_runs=pack_runs
         )
         drained = False
-        for _ in range(10_000):
+        # Served until the loop ends, however long a loaded machine takes (its commits run on a
+        # thread): a fixed number of turns ran out under load, leaving the worker unserved.
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
             worker.serve()
             await asyncio.sleep(0)
             if not drained and len([r for r in worker.ran if isinstance(r, int)]) >= drain_after:
