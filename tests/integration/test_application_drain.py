@@ -831,14 +831,14 @@ def check_broadcast_copies(inter: list[Inter], aggregate: int, run_id: str, mark
 def check_one_broadcast_copy_per_partition(inter: list[Inter], aggregate: int, run_id: str) -> None:
     """Issue step 2 / R-A13: the aggregate partition's task (with key buckets: the one owning bucket 0)
     broadcasts one null-named copy to each other partition, not one per virtual task."""
-    copies = Counter(
-        r.partition
-        for r in inter
-        if isinstance(r.control, DrainMessage) and r.control.run_id == run_id and r.control.task_name is None
-    )
+    at: dict[int, list[int]] = {}
+    for r in inter:
+        if isinstance(r.control, DrainMessage) and r.control.run_id == run_id and r.control.task_name is None:
+            at.setdefault(r.partition, []).append(r.offset)
     want = {p: 1 for p in range(PARTITIONS) if p != aggregate}
-    assert copies == want, (
-        f"broadcast DrainMessages of run {run_id} per partition: {dict(sorted(copies.items()))}, not {want}"
+    assert {p: len(offsets) for p, offsets in at.items()} == want, (
+        f"broadcast DrainMessages of run {run_id}, partition -> offsets: {dict(sorted(at.items()))}; want one "
+        f"in each partition but the aggregate partition {aggregate}"
     )
 
 
