@@ -370,6 +370,12 @@ KEYS: tuple[KeySpec, ...] = (
     KeySpec("streams.<id>.samza.msg.serde", "str", None, "The stream's message serde."),
     KeySpec("streams.<id>.samza.offset.default", "oldest|upcoming", None, "Where to start without a checkpoint."),
     KeySpec("streams.<id>.samza.reset.offset", "bool", False, "Ignore this stream's checkpoint on every start."),
+    KeySpec(
+        "streams.<id>.samza.bounded",
+        "bool",
+        False,
+        "A bounded input: each partition ends where it ended when its task started reading it (end of stream).",
+    ),
     KeySpec("streams.<id>.samza.bootstrap", "bool", False, "Bootstrap stream (not yet supported: must be false)."),
     KeySpec("streams.<id>.samza.broadcast", "bool", False, "Broadcast stream (not yet supported: must be false)."),
     KeySpec("streams.<id>.partitions", "int", None, "Partitions when samzamp creates the topic.", 1, MAX_PARTITIONS),

@@ -243,12 +243,6 @@ SAMZA_KEYS: tuple[SamzaKey, ...] = (
         harmless=_off(-1),
     ),
     SamzaKey(
-        "streams.<id>.samza.bounded",
-        "bounded (batch) inputs",
-        "samzamp reads every input as unbounded",
-        harmless=_off(False),
-    ),
-    SamzaKey(
         "streams.<id>.samza.delete.committed.messages",
         "deleting committed messages of intermediate streams",
         "samzamp deletes no messages",

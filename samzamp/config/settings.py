@@ -107,6 +107,7 @@ class StreamSettings:
     partitions: int | None
     topic_configs: dict[str, str] = field(default_factory=dict)
     intermediate: bool = False  # an application's partition_by stream (streams.<id>.samza.intermediate)
+    bounded: bool = False  # each partition ends where it ended when its reading began (streams.<id>.samza.bounded)
 
     @property
     def system_stream(self) -> SystemStream:
@@ -544,6 +545,7 @@ def _stream(config: Config, systems: dict[str, SystemSettings], ss: SystemStream
         partitions=partitions,
         topic_configs=topic_configs,
         intermediate=intermediate,
+        bounded=config.get_bool(p + "samza.bounded", False) and not intermediate,
     )
 
 

@@ -8,6 +8,7 @@ broadcast partition every message to every lane; control markers to every lane. 
 read from the lowest position any of its lanes needs, and each lane skips what is at or below its
 own start (a virtual task whose checkpoint is ahead of its siblings'). A lane that joins a partition
 read already from further on rewinds it (``rewind``), and the other lanes skip what they had.
+A bounded partition (``end``) is read up to its end offset, and then ends (``bound``).
 
 Threading: ``join``, ``leave`` and ``rewind`` are called by the loop thread holding the poll lock
 (``samzamp.consume.poll_handoff``), ``fan_out`` and the moves of ``position`` and ``fetched`` by the
@@ -26,7 +27,7 @@ from samzamp.consume.key_bucket import split_by_key_bucket
 from samzamp.consume.lane import Lane, lane_ssp
 from samzamp.consume.packed import Buffered, pack
 from samzamp.metrics.registry import Counter, Timer
-from samzamp.systems.base import OLDEST, RawMessage, StartOffset
+from samzamp.systems.base import END_OF_STREAM, OLDEST, RawMessage, StartOffset
 
 __all__ = ["PartitionLanes", "earliest", "earlier"]
 
@@ -52,6 +53,8 @@ class PartitionLanes:
         "_unowned",
         "buckets",
         "control_to_all",
+        "end",
+        "ended",
         "factor",
         "fetched",
         "lanes",
@@ -90,6 +93,10 @@ class PartitionLanes:
         # The newest offset fetched (what a drain must still process); None while nothing was
         # fetched since the partition was (re)registered.
         self.fetched: int | None = None
+        # A bounded partition's end: the first offset it does not read (None: unbounded); ``ended``
+        # once its end-of-stream marker went out: nothing more of it is taken.
+        self.end: int | None = None
+        self.ended = False
         self._pack = pack_runs
         self._keyhash = keyhash
         self._unowned = unowned
@@ -111,6 +118,29 @@ class PartitionLanes:
         del self.skip[lane]
         self.skipped.pop(lane, None)
         self.plain = len(self.lanes) == 1 and self.lanes[0] == self.ssp
+
+    def at_end(self) -> bool:
+        """A bounded partition whose lanes all start at or past its end: it ends before any fetch."""
+        end = self.end
+        if end is None or self.ended:
+            return False
+        return end == 0 if self.position == OLDEST else int(self.position) >= end
+
+    def bound(self, msgs: list[RawMessage]) -> list[RawMessage]:
+        """A poll's messages of a bounded partition: those before its end, then its end-of-stream
+        marker once the end was reached (nothing after it)."""
+        end = self.end
+        if end is None:
+            return msgs
+        if self.ended:
+            return []
+        kept = [m for m in msgs if m[0] < end]  # its own end-of-stream marker, if any, included
+        newest = max((m[0] for m in msgs), default=-1)
+        if newest >= end - 1 or (kept and kept[-1][0] == END_OF_STREAM):
+            if not kept or kept[-1][0] != END_OF_STREAM:
+                kept.append((END_OF_STREAM, None, None, 0))
+            self.ended = True
+        return kept
 
     def rewind(self, start: StartOffset) -> None:
         """The partition is read again from ``start``, before ``position`` (its consumer registered it

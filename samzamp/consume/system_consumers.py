@@ -21,7 +21,7 @@ import asyncio
 import logging
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 
 from samzamp.api.envelope import SystemStream, SystemStreamPartition
 from samzamp.consume.backpressure import POLL, Backpressure, Decision
@@ -166,7 +166,7 @@ class SystemConsumers:
             control_to_all=partition.system_stream in self._intermediate,
         )
 
-    def add(self, starts: dict[Lane, StartOffset]) -> None:
+    def add(self, starts: dict[Lane, StartOffset], ends: Mapping[SystemStreamPartition, int] | None = None) -> None:
         """Start reading each lane of ``starts`` from its start offset (OLDEST or an exact offset, such
         as the task's checkpointed one; the caller resolves UPCOMING), the other lanes untouched.
         Their envelopes reach the chooser as they arrive. A partition is registered with its consumer
@@ -202,23 +202,34 @@ class SystemConsumers:
             added: list[Lane] = []
             try:
                 for partition, lanes in by_partition.items():
-                    self._join(partition, {lane: starts[lane] for lane in lanes})
+                    self._join(partition, {lane: starts[lane] for lane in lanes}, (ends or {}).get(partition))
                     added.extend(lanes)
             except BaseException:
                 self._leave(added)
                 raise
-            self._buffers = {**self._buffers, **{s: deque() for s in added}}
+            buffers = {s: deque[Buffered]() for s in added}
+            # A bounded partition read from its end on ends at once: no fetch will bring its marker.
+            ended = [s for s in added if self._reader_of[s].at_end()]
+            for lane in ended:
+                self._reader_of[lane].ended = True
+                buffers[lane].append((END_OF_STREAM, None, None, 0))
+            self._ended.update(ended)
+            self._buffers = {**self._buffers, **buffers}
             self._needed.update(added)
             self._pressure.resize(len(self._readers))
             self._high_watermarks.expire()
+        if ended:
+            self._on_fetched(ended)
 
-    def _join(self, partition: SystemStreamPartition, starts: dict[Lane, StartOffset]) -> None:
-        """Register ``starts``' lanes with their partition's reader (poll lock held)."""
+    def _join(self, partition: SystemStreamPartition, starts: dict[Lane, StartOffset], end: int | None) -> None:
+        """Register ``starts``' lanes with their partition's reader (poll lock held); ``end``: a
+        bounded partition's end offset (for a partition not read yet)."""
         first = earliest(starts.values())
         reader = self._readers.get(partition)
         if reader is None:
             bucketed = any(lane_ssp(lane).key_bucket != -1 for lane in starts)
             reader = self._readers[partition] = self._reader(partition, first, self._factor if bucketed else 1)
+            reader.end = end
             try:
                 self._consumers[partition.system].register(partition, first)
             except BaseException:
@@ -361,8 +372,11 @@ class SystemConsumers:
         buffers = self._buffers
         readers = self._readers
         for c in self._consumers.values():
-            for ssp, msgs in c.poll(timeout_s).items():
+            for ssp, polled in c.poll(timeout_s).items():
                 reader = readers[ssp]
+                msgs = reader.bound(polled) if reader.end is not None else polled
+                if not msgs:
+                    continue
                 if reader.plain:
                     buffers[ssp].extend(pack(msgs, self._pack) if self._pack else msgs)
                     got.append(ssp)

@@ -194,7 +194,7 @@ class SamzaContainer:
         lanes = {
             lane: (m.name, ssp) for m in models for lane, ssp in task_lanes(m.name, m.ssps, self._broadcast).items()
         }
-        starts = await asyncio.to_thread(self._starting_offsets, lanes, checkpointed)
+        starts, ends = await asyncio.to_thread(self._starting_offsets, lanes, checkpointed)
         log.info(
             "job %s-%s: %d tasks over %d partitions; starting offsets %s",
             self.settings.name,
@@ -219,7 +219,7 @@ class SamzaContainer:
             self.tasks[t.name] = t
             self.run_loop.add_task(t)
             self._register_metrics(t, restored)
-        self.consumers.add(starts)
+        self.consumers.add(starts, ends)
 
     def _new_tasks(
         self, models: list[TaskModel], checkpointed: dict[str, dict[SystemStreamPartition, int]]
@@ -293,16 +293,20 @@ class SamzaContainer:
         self,
         lanes: dict[Lane, tuple[str, SystemStreamPartition]],
         checkpointed: dict[str, dict[SystemStreamPartition, int]],
-    ) -> dict[Lane, StartOffset]:
+    ) -> tuple[dict[Lane, StartOffset], dict[SystemStreamPartition, int]]:
         """Where each lane (task, SSP) starts: after its task's checkpoint, else at
         samza.offset.default. A checkpoint past the partition's end (the topic was recreated or
         truncated) starts at the oldest message, as Kafka's out-of-range reset would; checked here
         because not every broker answers such a fetch with an out-of-range error (Tansu returns
-        nothing, forever)."""
+        nothing, forever). Also where each partition of a bounded stream ends (its end now)."""
         starts: dict[Lane, StartOffset] = {}
         ends_needed: dict[SystemStreamPartition, list[Lane]] = {}
+        bounded: set[SystemStreamPartition] = set()
         for lane, (task, ssp) in lanes.items():
             stream = self.settings.stream(ssp.system_stream)
+            if stream.bounded:
+                bounded.add(partition_of(lane))
+                ends_needed.setdefault(partition_of(lane), [])
             offset = checkpointed[task].get(ssp)
             if offset is not None and not stream.reset_offset:
                 starts[lane] = offset + 1
@@ -313,8 +317,11 @@ class SamzaContainer:
         by_system: dict[str, list[SystemStreamPartition]] = {}
         for partition in ends_needed:
             by_system.setdefault(partition.system, []).append(partition)
+        ends: dict[SystemStreamPartition, int] = {}
         for system, partitions in by_system.items():
             for partition, end in self.systems.admins[system].end_offsets(partitions).items():
+                if partition in bounded:
+                    ends[partition] = end
                 for lane in ends_needed[partition]:
                     start = starts.setdefault(lane, end)
                     if isinstance(start, int) and start > end:
@@ -327,7 +334,7 @@ class SamzaContainer:
                             end,
                         )
                         starts[lane] = OLDEST
-        return starts
+        return starts, ends
 
     def _register_metrics(self, t: RunLoopTask, restored: list[RestoreReport]) -> None:
         """The gauges of ``t`` that need the container: how its stores were restored, its skipped

@@ -250,8 +250,10 @@ class OperatorGraph:
                 op.drained = ss in plan.intermediate  # a source's drain comes with the others'
                 op.watermark = MAX_WATERMARK  # nor holds any watermark back
                 self._deferred = True
-            elif ss in plan.intermediate and self.drains.stream_done(ss):
-                op.drained = True  # restored: drained before a restart
+            elif ss in plan.intermediate:  # restored: drained or ended before a restart
+                op.drained = self.drains.stream_done(ss)
+                if self.end_of_stream.stream_done(ss):
+                    op.ended = self._deferred = True
 
     # -- messages -------------------------------------------------------------------------------
     def _arrive(
@@ -441,9 +443,9 @@ class OperatorGraph:
             states.update_drain(ssp, message.task_name, message.run_id)
             self._m_foreign.count += 1
             return
-        # The aggregate partition heard from every producer: the other partitions learn it. Every
-        # virtual task of it sends the copies (Samza's rule for drains; a copy counts once).
-        if states.update_drain(ssp, message.task_name, message.run_id):
+        # The aggregate partition heard from every producer: the other partitions learn it, from
+        # the one virtual task of it that owns key bucket 0 (each of them counted the same names).
+        if states.update_drain(ssp, message.task_name, message.run_id) and ssp.key_bucket <= 0:
             for p in range(self._partitions[ssp.system_stream]):
                 if p != ssp.partition:
                     self._send_control(ssp.system_stream, DrainMessage(None, message.run_id), p)

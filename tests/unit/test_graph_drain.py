@@ -20,6 +20,7 @@ from samzamp.serde.intermediate import (
     MAX_WATERMARK,
     ControlMessage,
     DrainMessage,
+    EndOfStreamMessage,
     WatermarkMessage,
     aggregate_partition,
 )
@@ -224,3 +225,52 @@ def test_the_watermark_is_the_least_over_the_producers_and_never_goes_back(tmp_p
     assert copies == [None, 3, 3, 5]
     other = (AGG + 1) % PARTITIONS
     assert producer.logs[other] == [WatermarkMessage(None, 3), WatermarkMessage(None, 5)]
+
+
+def test_an_end_of_stream_counted_before_a_restart_still_counts(tmp_path: Path) -> None:
+    agg = SystemStreamPartition("kafka", TOPIC, AGG)
+    task = _task(tmp_path, "a", [agg], {})
+    producer = LingeringProducer()
+    task.process(IncomingMessageEnvelope(agg, 0, "k1", 1), producer, ReadableCoordinator())
+    task.process(
+        IncomingMessageEnvelope(agg, 1, None, EndOfStreamMessage("Partition 1")), producer, ReadableCoordinator()
+    )
+    saved = task.control_state()
+    assert saved is not None
+    assert [(c.names, c.done) for c in saved.end_of_stream] == [(["Partition 1"], False)]
+    task.before_commit()
+    for s in task.stores.values():
+        s.commit(0)
+        s.close()
+    again = _task(tmp_path, "a", [agg], {"control": saved})
+    c = ReadableCoordinator()
+    again.process(IncomingMessageEnvelope(agg, 2, None, EndOfStreamMessage("Partition 3")), producer, c)
+    assert c.shutdown_requested  # the end of stream completed with the name counted before
+    assert producer.out == [("k1", [1])]  # the window, restored, emitted at end of stream
+    for s in again.stores.values():
+        s.close()
+
+
+def test_a_task_whose_intermediate_stream_ended_before_a_restart_ends_after_it(tmp_path: Path) -> None:
+    agg = SystemStreamPartition("kafka", TOPIC, AGG)
+    task = _task(tmp_path, "a", [agg], {})
+    producer = LingeringProducer()
+    task.process(IncomingMessageEnvelope(agg, 0, "k1", 1), producer, ReadableCoordinator())
+    task.before_commit()
+    for s in task.stores.values():
+        s.commit(0)  # the window is in the store; what comes next is not committed
+    for offset, name in ((1, "Partition 1"), (2, "Partition 3")):
+        task.process(
+            IncomingMessageEnvelope(agg, offset, None, EndOfStreamMessage(name)), producer, ReadableCoordinator()
+        )
+    saved = task.control_state()
+    assert saved is not None
+    assert [c.done for c in saved.end_of_stream] == [True]
+    for s in task.stores.values():
+        s.close()  # a crash after the checkpoint that says so, before the store's last commit
+    producer.out.clear()
+    again = _task(tmp_path, "a", [agg], {"control": saved})
+    c = ReadableCoordinator()
+    again.window(producer, c)  # no end-of-stream message will come again: the task ends anyway
+    assert c.shutdown_requested
+    assert producer.out == [("k1", [1])]  # at least once: the window the store kept emits again

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -304,3 +305,32 @@ def test_a_drain_stops_the_sources_and_reads_intermediate_streams_on() -> None:
     assert r.offsets(A) == [*range(20), WATERMARK_MAX, DRAIN]
     assert r.offsets(B) == [*range(20), WATERMARK_MAX, DRAIN]
     assert r.offsets(mid) == list(range(15))
+
+
+def test_a_bounded_partition_is_read_to_its_end_then_ends_and_one_read_from_its_end_ends_at_once() -> None:
+    streams = seeded(10)
+    sc, _, _ = fan_in(streams, {})
+
+    async def main() -> Reader:
+        r = Reader(sc)
+        r.start()
+        sc.add({A: 0, B: 4, C: 10}, ends={A: 10, B: 10, C: 10})
+        await r.read_until(lambda: END_OF_STREAM in r.offsets(A) and END_OF_STREAM in r.offsets(B), "A's and B's end")
+        append(streams, 0, 5)  # past A's end: not read
+        append(streams, 2, 5)  # past C's end: not read
+        await r.read_until(lambda: END_OF_STREAM in r.offsets(C), "C's end")
+        polls = sc._polls.count
+        deadline = time.monotonic() + 10
+        while sc._polls.count < polls + 3:  # polls that fetched what lies past the ends
+            assert time.monotonic() < deadline, "no polls"
+            sc.refill()
+            sc.idle()
+            await asyncio.sleep(0.01)
+        assert sc.choose() is None
+        sc.stop()
+        return r
+
+    r = asyncio.run(main())
+    assert r.offsets(A) == [*range(10), END_OF_STREAM]
+    assert r.offsets(B) == [*range(4, 10), END_OF_STREAM]
+    assert r.offsets(C) == [END_OF_STREAM]
