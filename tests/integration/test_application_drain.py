@@ -795,8 +795,9 @@ def check_named_drain_messages(
     ]
     names = [r.control.task_name for r in drains if r.control is not None]
     assert sorted(names, key=str) == sorted(producers), (
-        f"item 5: the aggregate partition {aggregate} holds the drain messages of run {run_id} "
-        f"{sorted(names, key=str)} (at {[r.offset for r in drains]}), not one per producer task {sorted(producers)}"
+        f"item 5: the aggregate partition {aggregate} holds the drain messages of run {run_id} (offset, name) "
+        f"{[(r.offset, r.control.task_name if r.control else None) for r in drains]}, not one per producer task "
+        f"{sorted(producers)}"
     )
     senders = {pid for pid, tasks in owners.items() if tasks & set(names)}
     assert senders == set(owners), f"item 5: the named drain messages came from {senders} only, not {sorted(owners)}"
