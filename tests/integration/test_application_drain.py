@@ -212,10 +212,6 @@ def topic_exists(bootstrap: str, topic: str) -> bool:
     return topic in AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10).topics
 
 
-def partition_count(bootstrap: str, topic: str) -> int:
-    return len(AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10).topics[topic].partitions)
-
-
 def now_ms() -> int:
     return int(time.time() * 1000)
 
@@ -689,6 +685,21 @@ def check_run_record_says_drained(view: ZkView, d: Deployment) -> None:
     assert not left, f"item 1: the run's drain notification is still there: {left}"
 
 
+def check_final_checkpoints_are_drain_checkpoints(
+    checkpoints: list[tuple[int, Checkpoint]], tasks: set[str], run_id: str
+) -> None:
+    """Item 2: each task's last checkpoint of the run is its drain checkpoint of the run (what D_p is read from)."""
+    last: dict[str, Checkpoint] = {}
+    for _, cp in checkpoints:
+        last[cp.task_name] = cp
+    missing = sorted(tasks - set(last))
+    assert not missing, f"item 2: tasks with no checkpoint in run {run_id}: {missing}"
+    not_drained = sorted(t for t in tasks if not last[t].drained_in(run_id))
+    assert not not_drained, (
+        f"item 2: tasks whose last checkpoint is not their drain checkpoint of run {run_id}: {not_drained}"
+    )
+
+
 def check_panes_hold_exactly_what_was_processed(
     expected: Counter[tuple[int, int]], got: Counter[tuple[int, int]], drain_points: dict[Point, int]
 ) -> None:
@@ -1002,6 +1013,7 @@ def check_run(
     markers = drain_markers(s.inter, job.aggregate, d.run_id, len(producers))
 
     checks(label, check_run_record_says_drained, job.view, d)
+    checks(label, check_final_checkpoints_are_drain_checkpoints, s.checkpoints, set(d.model.tasks), d.run_id)
     checks(label, check_panes_hold_exactly_what_was_processed, expected, items, drain_points)
     checks(label, check_one_pane_per_key_after_the_request, panes, keys, d.request_ms)
     checks(label, check_window_state_deleted, s.changelog, {p.key for p in panes})
