@@ -332,7 +332,7 @@ class SystemConsumers:
         each of their lanes already buffered (Samza's SystemConsumers.drain), so everything fetched
         is still processed and then each lane reports drained. Lanes whose bounded input ended get
         no markers. Intermediate streams (an application's) are read on: their drain comes through
-        the stream itself, as drain messages from the tasks that write to it; with none read here,
+        the stream itself, as drain messages from the tasks that write to it; in a job with none,
         fetching stops altogether.
 
         Loop thread. Returns the drain point (the newest offset fetched per source partition, None
@@ -342,7 +342,7 @@ class SystemConsumers:
         sources = [
             lane for lane in self._buffers if lane_ssp(lane).system_stream not in intermediate and lane not in self._unread
         ]
-        if not any(lane_ssp(lane).system_stream in intermediate for lane in self._buffers):
+        if not intermediate:  # the job has none: nothing is read after the markers
             self.stop_fetching()  # after this no thread appends to the buffers
             marked = self._mark(sources)
         else:

@@ -192,6 +192,9 @@ class OperatorGraph:
         self._drain_requested = False  # the container said the task's sources drained (on_drain)
         self._drain_voted = False
         self._sources_ended = False
+        # The task's own drain (end-of-stream) messages went out before a restart: its checkpoint,
+        # written after they were acknowledged, said its sources drained (ended). Not sent again.
+        self._drain_sent = self._eos_sent = False
         self.run_id = ""
 
     # -- set-up ---------------------------------------------------------------------------------
@@ -238,6 +241,8 @@ class OperatorGraph:
         if control is not None and control.run_id == self.run_id:
             self.drains.restore(control.drain)
             self.end_of_stream.restore(control.end_of_stream)
+            self._drain_sent = control.sources_drained
+            self._eos_sent = control.sources_ended
         group = f"TaskName-{context.task_name}"
         self._m_drains = metrics.counter(group, "drain-messages-received")
         self._m_eos = metrics.counter(group, "eos-messages-received")
@@ -408,8 +413,8 @@ class OperatorGraph:
             return None
         return ControlState(
             self.run_id,
-            sources_drained=self._drain_requested,
-            sources_ended=self._sources_ended,
+            sources_drained=self._drain_requested or self._drain_sent,
+            sources_ended=self._sources_ended or self._eos_sent,
             drain=self.drains.snapshot(),
             end_of_stream=self.end_of_stream.snapshot(),
         )
@@ -485,6 +490,8 @@ class OperatorGraph:
                 continue
             op.watermark = mark
             if isinstance(op, PartitionByOperator) and op.stream in self._produces:
+                if mark == MAX_WATERMARK and self._drain_sent:
+                    continue  # sent with the drain before a restart
                 self._send_named(op.stream, WatermarkMessage(self.ctx.task_name, mark), "watermark")
 
     def _send_control(self, ss: SystemStream, message: ControlMessage, partition: int) -> None:
@@ -505,7 +512,7 @@ class OperatorGraph:
             if all(p.drained for p in self.parents[op]):
                 op.drained = True
                 self._emit(op, op.on_drain())
-                if isinstance(op, PartitionByOperator) and op.stream in self._produces:
+                if isinstance(op, PartitionByOperator) and op.stream in self._produces and not self._drain_sent:
                     self._send_named(op.stream, DrainMessage(self.ctx.task_name, self.run_id), "drain")
         if self._drain_requested and not self._drain_voted and all(op.drained for op in self.ops):
             self._drain_voted = True
@@ -521,7 +528,7 @@ class OperatorGraph:
             if all(p.ended for p in self.parents[op]):
                 op.ended = True
                 self._emit(op, op.on_end_of_stream())
-                if isinstance(op, PartitionByOperator) and op.stream in self._produces:
+                if isinstance(op, PartitionByOperator) and op.stream in self._produces and not self._eos_sent:
                     self._send_named(op.stream, EndOfStreamMessage(self.ctx.task_name), "end-of-stream")
         if not self._voted and all(op.ended for op in self.ops):
             self._voted = True

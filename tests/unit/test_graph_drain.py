@@ -274,3 +274,23 @@ def test_a_task_whose_intermediate_stream_ended_before_a_restart_ends_after_it(t
     again.window(producer, c)  # no end-of-stream message will come again: the task ends anyway
     assert c.shutdown_requested
     assert producer.out == [("k1", [1])]  # at least once: the window the store kept emits again
+
+
+def test_a_task_restarted_after_its_drain_messages_were_checkpointed_does_not_send_them_again(tmp_path: Path) -> None:
+    ssps = [EVENTS, SystemStreamPartition("kafka", TOPIC, 0)]
+    task = _task(tmp_path, "Partition 0", ssps, {})
+    producer = LingeringProducer()
+    task.on_drain(producer, ReadableCoordinator())
+    saved = task.control_state()
+    assert saved is not None
+    assert saved.sources_drained
+    sent = list(producer.logs[AGG])
+    assert DrainMessage("Partition 0", RUN) in sent
+    for s in task.stores.values():
+        s.close()
+    again = _task(tmp_path, "Partition 0", ssps, {"control": saved})
+    again.on_drain(producer, ReadableCoordinator())  # the restarted container drains it again
+    assert producer.logs[AGG] == sent  # one drain message per producer task, restarts or not
+    state = again.control_state()
+    assert state is not None
+    assert state.sources_drained
