@@ -143,3 +143,48 @@ def _named_drains(bootstrap: str, intermediate: str, run_id: str) -> list[str]:
             if msg.task_name is not None and msg.run_id == run_id:
                 named.append(msg.task_name)
     return named
+
+
+def test_a_drain_requested_before_start_processes_what_the_intermediate_topic_holds_and_no_source(
+    broker, unique: str, tmp_path: Path
+) -> None:
+    """AT-A5: a run SIGKILLed with re-keyed records in its intermediate topic that no checkpoint
+    covers; its drain is requested while it is down. The container that comes back continues the
+    run and drains at start: it processes no source record, every record the intermediate topic
+    holds reaches a window, and every window emits once."""
+    bootstrap = broker.bootstrap_servers
+    job, events, out = f"ad0-{unique}", f"events-{unique}", f"out-{unique}"
+    create_topic(bootstrap, events, PARTITIONS)
+    create_topic(bootstrap, out, 1)
+    config = tmp_path / "job.toml"
+    config.write_text(app_toml(job, APP, {"events": (events, PARTITIONS), "out": (out, 1)}, tmp_path / "state"))
+    intermediate = f"{job}-1-partition_by-by-key"
+    Feeder.topic = events
+    feeder = Feeder(bootstrap, events)
+    # No timed commit: the intermediate records are covered by no checkpoint when the kill comes.
+    c = Container(config, bootstrap, FAST_MONITOR, "task.commit.ms=600000", log=tmp_path / "c0.log")
+    try:
+        wanted = _records_in(bootstrap, intermediate) + 500
+        wait_until(lambda: _records_in(bootstrap, intermediate) >= wanted, 60, "records re-keyed", c)
+        c.kill()
+    finally:
+        feeder.stop()
+    r = run_drain(config, bootstrap)
+    assert r.returncode == 0, (r.stdout, r.stderr)
+    c = Container(config, bootstrap, FAST_MONITOR, log=tmp_path / "c1.log")
+    assert c.proc.wait(timeout=90) == 0, c.log_text()[-4000:]
+    log = c.log_text()
+    assert "found at start" in log
+    points = json.loads(re.findall(r"drain point: (\{.*\})", log)[0])
+    assert points, log[-3000:]
+    assert all(offset is None for offset in points.values()), points  # no source record fetched
+    re_keyed = Counter(
+        tuple(json.loads(m.value()[1:]))
+        for m in read_all(bootstrap, intermediate, list(range(PARTITIONS)))
+        if m.value()[0] == 0
+    )
+    panes = _panes(bootstrap, out)
+    items = Counter((src, seq) for pane in panes for src, seq in pane["items"])
+    assert items == re_keyed, (sorted(set(re_keyed) - set(items))[:10], sorted(set(items) - set(re_keyed))[:10])
+    keys = Counter(pane["key"] for pane in panes)
+    assert max(keys.values()) == 1, keys
