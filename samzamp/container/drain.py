@@ -8,6 +8,14 @@ nothing of it is queued or in flight, the run loop's DRAIN op runs its last wind
 ``on_drain``; then (``hook_done``) a final commit, after which the task is drained and votes to
 shut down. The three are bounded together by task.callback.drain.timeout.ms (``arm_timer``).
 
+In a job with intermediate streams (an application's) only the source SSPs get markers; the
+intermediate ones are read on. A task that reads intermediate streams runs its DRAIN op twice: once
+its sources passed their markers (last window, on_drain: its operators send their drain messages
+down the intermediate streams; then a commit), and again once its operators drained every
+intermediate SSP it reads and asked to shut down (``operators_drained``): the final commit alone.
+Waiting between the two is for other tasks, maybe on other processors: no callback timeout bounds
+it. A task that arrives during the drain (a rebalance) drains where its checkpoint is (``join``).
+
 All methods run on the event loop thread.
 """
 
