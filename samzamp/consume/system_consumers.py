@@ -191,9 +191,7 @@ class SystemConsumers:
         call added are removed again before the error is raised.
         """
         intermediate = self._intermediate
-        sealed = (
-            {s for s in starts if lane_ssp(s).system_stream not in intermediate} if self.draining else set[Lane]()
-        )
+        sealed = {s for s in starts if lane_ssp(s).system_stream not in intermediate} if self.draining else set[Lane]()
         if not self.fetching and len(sealed) < len(starts):
             raise RuntimeError(
                 f"cannot add {', '.join(sorted(str(lane_ssp(s)) for s in starts if s not in sealed))}: fetching "
@@ -340,7 +338,9 @@ class SystemConsumers:
         """
         intermediate = self._intermediate
         sources = [
-            lane for lane in self._buffers if lane_ssp(lane).system_stream not in intermediate and lane not in self._unread
+            lane
+            for lane in self._buffers
+            if lane_ssp(lane).system_stream not in intermediate and lane not in self._unread
         ]
         if not intermediate:  # the job has none: nothing is read after the markers
             self.stop_fetching()  # after this no thread appends to the buffers
