@@ -18,6 +18,7 @@ that owns the aggregate partition in the middle of the drain (item 8), and a pro
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import threading
@@ -33,7 +34,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, Message, Producer, Topic
 from confluent_kafka.admin import AdminClient
 from drain_apps import PARTITION_BY_ID, WINDOW_ID
 from kafka_util import create_topic, run_drain, wait_until
-from standalone_util import Processor, ZkView
+from standalone_util import REGISTERED, Processor, ZkView
 
 from samzamp.commit.checkpoint import Checkpoint, decode_checkpoint, decode_key
 from samzamp.consume.key_bucket import key_bucket
@@ -200,6 +201,10 @@ class DrainJob:
             f"job.non-logged.store.base.dir={state}",
             run=run,
         )
+
+
+def registered(p: Processor) -> bool:
+    return REGISTERED.search(p.log_text()) is not None
 
 
 def logged_run_id(p: Processor) -> str:
@@ -551,7 +556,8 @@ def deploy_and_drain(job: DrainJob, run: int, feeder_seq: dict[int, int], marks:
     d = Deployment()
     t0 = time.monotonic()
     agg_task = f"Partition {job.aggregate}"
-    # GroupByContainerIds of a fresh job: p1 gets the first half of the tasks in order, p2 the rest.
+    # GroupByContainerIds of a fresh job whose p1 registered first: p1 gets the first half of the
+    # tasks in order, p2 the rest (also when p1 had them all for a moment: it keeps the first ones).
     owner = "p1" if job.aggregate < PARTITIONS // 2 else "p2"
     ids = (("p1", "A"), ("p2", "B"))
     d.polls = {pid: (SLOW_POLL_MS if kill and pid != owner else FAST_POLL_MS) for pid, _ in ids}
@@ -561,7 +567,9 @@ def deploy_and_drain(job: DrainJob, run: int, feeder_seq: dict[int, int], marks:
     try:
         for pid, loc in ids:
             started[pid] = time.monotonic()
-            d.processors[pid] = job.processor(pid, loc, d.polls[pid], run)
+            proc = d.processors[pid] = job.processor(pid, loc, d.polls[pid], run)
+            # p1 registers first: otherwise p2 may lead and keep the first half (the grouper is sticky).
+            wait_until(functools.partial(registered, proc), 30, f"{pid} to register", proc)
         _, d.owners = job.view.wait_stable(list(d.processors.values()))
         latest = job.view.latest()
         assert latest is not None
