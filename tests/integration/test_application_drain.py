@@ -12,12 +12,16 @@ Every scenario deploys the job, drains it mid-stream, checks what the topics, th
 ZooKeeper hold (items 1-5 of the acceptance list, each a ``check_*`` function below), deploys it
 again with more input, drains again and checks the second run and both together (item 6). The
 variants: inline, a pool of 2, ``job.elasticity.factor = 2`` (item 7), a SIGKILL of the processor
-that owns the aggregate partition in the middle of the drain (item 8), and a producer linger of
-1 s (item 9). Every check runs, the failures are reported together.
+that owns the aggregate partition in the middle of the drain (item 8), a producer linger of 1 s
+(item 9), and a third processor that joins the job in the middle of the drain and takes tasks over
+(acceptance item 7 of the build list: a processor that joins during the drain does not break it).
+Every check runs, the failures are reported together.
 """
 
 from __future__ import annotations
 
+import ast
+import functools
 import json
 import re
 import threading
@@ -33,11 +37,12 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, Message, Producer, Topic
 from confluent_kafka.admin import AdminClient
 from drain_apps import PARTITION_BY_ID, WINDOW_ID
 from kafka_util import create_topic, run_drain, wait_until
-from standalone_util import Processor, ZkView
+from standalone_util import REGISTERED, Processor, ZkView
 
 from samzamp.commit.checkpoint import Checkpoint, decode_checkpoint, decode_key
 from samzamp.consume.key_bucket import key_bucket
 from samzamp.coordinator.run_id import RUN_NAMESPACE, RunState, read_current_run
+from samzamp.coordinator.zk import job_models
 from samzamp.coordinator.zk.metadata_store import ZkMetadataStores
 from samzamp.drain.notification import DRAIN_NAMESPACE, read_drain_notifications
 from samzamp.model.job_model import JobModel
@@ -50,9 +55,10 @@ PARTITIONS = 4
 KEYS = tuple(f"k{i:02d}" for i in range(50))
 FEED_PAUSE_S = 0.04  # one record per partition each pause: about 100 records a second
 FAST_POLL_MS = 200
-# The SIGKILL scenario's other processor looks for the drain this seldom: its first look comes at
-# least this long after it started, which leaves the time to kill the aggregator between the first
-# processor's drain messages and its own.
+# In the SIGKILL and join scenarios the processor that does not own the aggregate partition looks
+# for the drain this seldom: its first look comes at least this long after it started, which leaves
+# the time to kill the aggregator (or to start a third processor) between the first processor's
+# drain messages and its own.
 SLOW_POLL_MS = 15_000
 BOUND_S = 30  # item 7: a drain completes within the slowest poll interval plus this
 HELD_MS = 600  # an intermediate record that arrived this long after it was produced was held back
@@ -66,6 +72,7 @@ class Scenario:
     pool: int = 0
     factor: int = 1
     kill_aggregator: bool = False
+    join: bool = False  # a third processor joins in the middle of the drain
     linger_ms: int | None = None
     # A commit flushes the producers: with the linger, commits come seldom enough not to cut it short.
     commit_ms: int = 200
@@ -77,6 +84,7 @@ SCENARIOS = [
     pytest.param(Scenario(factor=2), id="factor2"),
     pytest.param(Scenario(kill_aggregator=True), id="sigkill-aggregator"),
     pytest.param(Scenario(linger_ms=1000, commit_ms=3000), id="linger1000"),
+    pytest.param(Scenario(join=True), id="join-during-drain"),
 ]
 
 
@@ -200,6 +208,10 @@ class DrainJob:
             f"job.non-logged.store.base.dir={state}",
             run=run,
         )
+
+
+def registered(p: Processor) -> bool:
+    return REGISTERED.search(p.log_text()) is not None
 
 
 def logged_run_id(p: Processor) -> str:
@@ -468,13 +480,15 @@ class Deployment:
     run_id: str = ""
     polls: dict[str, int] = field(default_factory=dict)
     processors: dict[str, Processor] = field(default_factory=dict)
-    owners: dict[str, set[str]] = field(default_factory=dict)  # processor -> its tasks (job model)
+    # processor -> its tasks: in the first stable job model, and (a join) in the one the joiner ran
+    owners: dict[str, set[str]] = field(default_factory=dict)
     model: JobModel | None = None
     request_ms: int = 0
     drain_s: float = 0.0
     drain_output: str = ""
     drain_rc: int | None = None
     kill_ms: int | None = None
+    join_ms: int | None = None  # when the test saw the joiner run the tasks it was given
     arrived: dict[tuple[int, int], int] = field(default_factory=dict)
     watched_ms: int = 0  # since when arrivals were watched
     timings: dict[str, float] = field(default_factory=dict)
@@ -545,23 +559,29 @@ class Watch:
         return all(tasks & read_events for tasks in owners.values()) and read_inter == set(range(PARTITIONS))
 
 
-def deploy_and_drain(job: DrainJob, run: int, feeder_seq: dict[int, int], marks: Marks, kill: bool) -> Deployment:
+def deploy_and_drain(
+    job: DrainJob, run: int, feeder_seq: dict[int, int], marks: Marks, kill: bool, join: bool = False
+) -> Deployment:
     """Start the two processors, feed them, drain mid-stream (SIGKILL and restart of the aggregator
-    in the middle if ``kill``), and wait until every processor exited."""
+    in the middle if ``kill``; a third processor started in the middle if ``join``), and wait until
+    every processor exited."""
     d = Deployment()
     t0 = time.monotonic()
     agg_task = f"Partition {job.aggregate}"
-    # GroupByContainerIds of a fresh job: p1 gets the first half of the tasks in order, p2 the rest.
+    # GroupByContainerIds of a fresh job whose p1 registered first: p1 gets the first half of the
+    # tasks in order, p2 the rest (also when p1 had them all for a moment: it keeps the first ones).
     owner = "p1" if job.aggregate < PARTITIONS // 2 else "p2"
     ids = (("p1", "A"), ("p2", "B"))
-    d.polls = {pid: (SLOW_POLL_MS if kill and pid != owner else FAST_POLL_MS) for pid, _ in ids}
+    d.polls = {pid: (SLOW_POLL_MS if (kill or join) and pid != owner else FAST_POLL_MS) for pid, _ in ids}
     feeder = Feeder(job.bootstrap, job.events, feeder_seq)
     watch: Watch | None = None
     started = {}
     try:
         for pid, loc in ids:
             started[pid] = time.monotonic()
-            d.processors[pid] = job.processor(pid, loc, d.polls[pid], run)
+            proc = d.processors[pid] = job.processor(pid, loc, d.polls[pid], run)
+            # p1 registers first: otherwise p2 may lead and keep the first half (the grouper is sticky).
+            wait_until(functools.partial(registered, proc), 30, f"{pid} to register", proc)
         _, d.owners = job.view.wait_stable(list(d.processors.values()))
         latest = job.view.latest()
         assert latest is not None
@@ -574,7 +594,7 @@ def deploy_and_drain(job: DrainJob, run: int, feeder_seq: dict[int, int], marks:
         wait_until(lambda: watch.both_processed(d.owners), 60, "both processors to process events")
         time.sleep(max(0.0, d.watched_ms / 1000 + MIN_WATCH_S - time.time()))  # records arrive while watched
         d.timings["busy"] = time.monotonic() - t0
-        if kill:
+        if kill or join:
             assert agg_task in d.owners[owner], f"{agg_task} is not {owner}'s: {d.owners}"
             slow = next(pid for pid in d.polls if pid != owner)
             # The slow processor's first look at the drain comes SLOW_POLL_MS after its monitor
@@ -585,6 +605,8 @@ def deploy_and_drain(job: DrainJob, run: int, feeder_seq: dict[int, int], marks:
         d.request_ms = call.request_ms
         if kill:
             d.kill_ms = kill_aggregator_mid_drain(job, d, watch, owner, agg_task, run)
+        if join:
+            d.join_ms = join_mid_drain(job, d, watch, run)
         call.join(SLOW_POLL_MS / 1000 + 120)
         d.drain_s = (call.finished or time.monotonic()) - call.started
         d.drain_rc = call.result.returncode
@@ -644,6 +666,64 @@ def kill_aggregator_mid_drain(job: DrainJob, d: Deployment, watch: Watch, owner:
     location = "A" if owner == "p1" else "B"
     d.processors[owner] = job.processor(owner, location, d.polls[owner], run + 10)
     return killed
+
+
+APPLIED_GAINED = re.compile(r"job model version (\d+) applied by processor (\S+): (\d+) tasks; gained (\[.*?\]|none)")
+HELD = re.compile(r"tasks (\[.*?\]) drained in run \S+ already")
+
+
+def tasks_run(p: Processor) -> tuple[int, set[str]] | None:
+    """The newest job model version ``p`` applied with tasks, and the tasks it started in the run:
+    every task it gained, less those it held drained (never started); None before it had a task."""
+    text = p.log_text()
+    gained: set[str] = set()
+    version = None
+    for m in APPLIED_GAINED.finditer(text):
+        if m.group(2) == p.pid and int(m.group(3)) > 0:
+            version = int(m.group(1))
+            gained |= set(ast.literal_eval(m.group(4))) if m.group(4) != "none" else set()
+    held = {t for m in HELD.finditer(text) for t in ast.literal_eval(m.group(1))}
+    started = gained - held
+    return (version, started) if version is not None and started else None
+
+
+def join_mid_drain(job: DrainJob, d: Deployment, watch: Watch, run: int) -> int:
+    """Once the aggregate partition holds a named DrainMessage of the run (the drain is under way),
+    start a third processor of the job at another location. It finds the drain notification at
+    start and drains once it has tasks; the rebalance moves some of the others' tasks to it. Waits
+    until it started at least one of them (its log) and adds its job model to ``d.owners``. When
+    the test saw that."""
+
+    def one_named() -> bool:
+        return any(
+            r.partition == job.aggregate
+            and isinstance(r.control, DrainMessage)
+            and r.control.run_id == d.run_id
+            and r.control.task_name is not None
+            for r in watch.inter()
+        )
+
+    wait_until(one_named, 30, "a named drain message in the aggregate partition")
+    joiner = "p3"
+    d.polls[joiner] = FAST_POLL_MS
+    d.processors[joiner] = job.processor(joiner, "C", FAST_POLL_MS, run)
+    found: list[tuple[int, set[str]]] = []
+
+    def runs_tasks() -> bool:
+        got = tasks_run(d.processors[joiner])
+        found[:] = [got] if got else []
+        return bool(found)
+
+    wait_until(runs_tasks, 30, f"{joiner} to start a task it was given", d.processors[joiner])
+    seen = now_ms()
+    assert logged_run_id(d.processors[joiner]) == d.run_id, f"{joiner} joined another run than {d.run_id}"
+    version, started = found[0]
+    model = job_models.read_job_model(job.view.client, job.view.keys, version)
+    for pid, c in model.containers.items():
+        d.owners.setdefault(pid, set()).update(c.tasks)
+    assert started <= d.owners[joiner], f"{joiner} started {started}, not its tasks in version {version}: {model}"
+    print(f"{joiner} joined: it started {sorted(started)} of job model version {version}, owners {d.owners}")
+    return seen
 
 
 # -- The checks (each raises AssertionError naming the item it checks) -------------------------------
@@ -798,7 +878,8 @@ def check_named_drain_messages(
     inter: list[Inter], aggregate: int, run_id: str, producers: set[str], owners: dict[str, set[str]]
 ) -> None:
     """Item 5: the aggregate partition holds exactly one named DrainMessage of the run per producer
-    task (4, or 8 with key buckets), and those tasks belong to both processors."""
+    task (4, or 8 with key buckets), and every processor that ran tasks of the run (``owners``: both,
+    and a processor that joined during the drain) ran some of those producer tasks."""
     drains = [
         r
         for r in inter
@@ -811,7 +892,10 @@ def check_named_drain_messages(
         f"{sorted(producers)}"
     )
     senders = {pid for pid, tasks in owners.items() if tasks & set(names)}
-    assert senders == set(owners), f"item 5: the named drain messages came from {senders} only, not {sorted(owners)}"
+    assert senders == set(owners), (
+        f"item 5: the named drain messages came from the tasks of {sorted(senders)} only, not of every "
+        f"processor that ran tasks {sorted(owners)}"
+    )
     keyed = [r.offset for r in drains if r.key is not None]
     assert not keyed, f"item 5: drain messages with a key at offsets {keyed}"
 
@@ -975,6 +1059,36 @@ def check_the_kill_came_mid_aggregation(inter: list[Inter], aggregate: int, d: D
     )
 
 
+def check_the_join_came_mid_aggregation(inter: list[Inter], aggregate: int, d: Deployment, producers: int) -> None:
+    """The join scenario's premise: when the joiner ran its tasks the drain was under way and its
+    aggregation incomplete (at least one named message, not all)."""
+    assert d.join_ms is not None
+    named = {
+        r.control.task_name
+        for r in inter
+        if r.partition == aggregate
+        and isinstance(r.control, DrainMessage)
+        and r.control.run_id == d.run_id
+        and r.control.task_name is not None
+        and r.ts <= d.join_ms
+    }
+    assert 1 <= len(named) < producers, (
+        f"item 7: when the joiner ran its tasks the aggregate partition held {len(named)} named drain "
+        f"messages, not between 1 and {producers - 1}: the join did not come in the middle of the drain"
+    )
+
+
+def check_the_joiner_drained_its_tasks(joiner: Processor, owners: dict[str, set[str]]) -> None:
+    """Item 7: the processor that joined during the drain made the final commit of tasks it took
+    over (its log): the scenario moved tasks, and their drain completed where they landed."""
+    drained = set(re.findall(r"task '([^']+)' drained in \d+ ms; final checkpoint", joiner.log_text()))
+    given = owners.get(joiner.pid or "", set())
+    assert drained & given, (
+        f"item 7: the joiner {joiner.pid} drained {sorted(drained)}, none of the tasks it was given "
+        f"{sorted(given)}:\n{joiner.log_text()[-3000:]}"
+    )
+
+
 # -- The scenario -----------------------------------------------------------------------------------
 
 
@@ -1029,6 +1143,9 @@ def check_run(
         checks(label, check_the_linger_held_records, held)
     if d.kill_ms is not None:
         checks(label, check_the_kill_came_mid_aggregation, s.inter, job.aggregate, d, len(producers))
+    if d.join_ms is not None:
+        checks(label, check_the_join_came_mid_aggregation, s.inter, job.aggregate, d, len(producers))
+        checks(label, check_the_joiner_drained_its_tasks, d.processors["p3"], d.owners)
     lags = [
         at - r.ts
         for r in s.inter
@@ -1057,7 +1174,7 @@ def test_drain_of_a_two_stage_application(broker, zookeeper, unique: str, tmp_pa
     checks = Checks()
     seq = dict.fromkeys(range(PARTITIONS), 0)
     try:
-        first = deploy_and_drain(job, 0, seq, NO_MARKS, sc.kill_aggregator)
+        first = deploy_and_drain(job, 0, seq, NO_MARKS, sc.kill_aggregator, sc.join)
         snap1 = take_snapshot(job)
         facts1 = check_run(checks, "run 1", job, first, snap1, NO_MARKS, None)
 
