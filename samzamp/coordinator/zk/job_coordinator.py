@@ -338,6 +338,16 @@ class ZkJobCoordinator:
         client, keys = self._client_or_fail(), self._keys
         model = await asyncio.to_thread(job_models.read_job_model, client, keys, version)
         container = model.containers.get(self.processor_id)
+        if container is None and self._seen == 0:
+            # Computed before this processor registered (the leader's next one will name it): taken
+            # as this processor's first model it would say "no task", and a drain found at start
+            # would end the processor before the rebalance its registration asks for.
+            log.info(
+                "job model version %d was computed before processor %s registered: waiting for the next",
+                version,
+                self.processor_id,
+            )
+            return
         if container is not None and container.node != self.node:
             log.info(
                 "job model version %d was computed for an earlier registration of processor %s (node %s): "
