@@ -210,6 +210,26 @@ def test_the_secret_is_never_printed(runs: Runs, scenario: str) -> None:
     assert SECRET not in output
 
 
+IDEMPOTENT: list[tuple[str, str]] = [
+    ("pool-0", "producer"),
+    ("pool-0", "changelog-producer"),
+    *[("pool-2", f"worker-{w}-{k}") for w in (0, 1) for k in ("producer", "changelog-producer")],
+]
+
+
+@pytest.mark.parametrize(("scenario", "client"), IDEMPOTENT, ids=[f"{s}:{c}" for s, c in IDEMPOTENT])
+def test_output_and_changelog_producers_are_idempotent(runs: Runs, scenario: str, client: str) -> None:
+    """librdkafka's own dump: idempotence on, with the acks it requires (all). librdkafka itself then
+    caps the requests in flight at 5 and retries until message.timeout.ms."""
+    run = runs.get(scenario)
+    client_id = f"samzamp-{run.job}-1-{client}"
+    mine = {name: conf for name, conf in dumps(run.output).items() if name.startswith(client_id + "#")}
+    assert mine, f"no librdkafka client with client.id {client_id} printed its configuration"
+    for name, conf in mine.items():
+        assert conf.get("enable.idempotence") == "true", (name, conf.get("enable.idempotence"))
+        assert conf.get("request.required.acks") == "-1", (name, conf.get("request.required.acks"))  # all
+
+
 BASE_TOML = """\
 [job]
 name = "env-check"

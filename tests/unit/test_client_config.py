@@ -15,7 +15,9 @@ import pytest
 from samzamp.api.errors import ConfigError
 from samzamp.config import Config, validate
 from samzamp.config.schema import check_keys
-from samzamp.systems.kafka.client_config import KafkaClientSettings, client_config
+from samzamp.systems.kafka.changelog import CHANGELOG_PRODUCER_DEFAULTS
+from samzamp.systems.kafka.client_config import ClientKind, KafkaClientSettings, client_config
+from samzamp.systems.kafka.producer import OUTPUT_PRODUCER_DEFAULTS
 
 BASE: dict[str, Any] = {
     "job.name": "wc",
@@ -164,3 +166,16 @@ def test_client_settings_cross_to_other_processes() -> None:
     clients = _clients(**LAYERED)
     copy = pickle.loads(pickle.dumps(clients))
     assert client_config(copy, "changelog-reader") == client_config(clients, "changelog-reader")
+
+
+@pytest.mark.parametrize(
+    ("kind", "defaults"),
+    [("producer", OUTPUT_PRODUCER_DEFAULTS), ("changelog-producer", CHANGELOG_PRODUCER_DEFAULTS)],
+)
+def test_output_and_changelog_producers_are_idempotent_unless_the_producer_block_says_no(
+    kind: ClientKind, defaults: dict[str, Any]
+) -> None:
+    assert client_config(_clients(), kind, defaults)["enable.idempotence"] is True
+    assert client_config(_clients(), kind, defaults)["acks"] == "all"  # what idempotence needs
+    off = _clients(**{"systems.kafka.producer.enable.idempotence": False})
+    assert client_config(off, kind, defaults)["enable.idempotence"] is False

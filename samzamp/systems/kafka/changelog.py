@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from samzamp.config.settings import JobSettings
 
 __all__ = [
+    "CHANGELOG_PRODUCER_DEFAULTS",
     "CHANGELOG_STALL_S",
     "ChangelogProducer",
     "ChangelogReader",
@@ -52,6 +53,17 @@ __all__ = [
 CHANGELOG_STALL_S = 60.0
 
 
+# What a changelog producer starts from (``systems.<s>.producer.*`` overrides any of it); idempotent,
+# as outputs are: a retried batch lands once, in order, so a restore replays each write once, in
+# the order the store made them.
+CHANGELOG_PRODUCER_DEFAULTS: dict[str, Any] = {
+    "linger.ms": PRODUCER_LINGER_MS,
+    "enable.idempotence": True,
+    "acks": "all",
+    "queue.buffering.max.messages": 200000,
+}
+
+
 class ChangelogProducer:
     """Sends store changes; ``newest(topic, partition)`` is the highest acknowledged offset there.
 
@@ -62,15 +74,9 @@ class ChangelogProducer:
     """
 
     def __init__(self, clients: KafkaClientSettings) -> None:
-        defaults: dict[str, Any] = {
-            "linger.ms": PRODUCER_LINGER_MS,
-            "enable.idempotence": False,
-            "acks": "all",
-            "queue.buffering.max.messages": 200000,
-        }
         # Every delivery report, successful ones too: they are how the acknowledged offsets are learned.
         owned = {"on_delivery": self._on_delivery, "delivery.report.only.error": False}
-        self._producer = Producer(client_config(clients, "changelog-producer", defaults, owned))
+        self._producer = Producer(client_config(clients, "changelog-producer", CHANGELOG_PRODUCER_DEFAULTS, owned))
         self._produce = self._producer.produce
         self._newest: dict[tuple[str, int], int] = {}
         self._errors: dict[tuple[str, int], list[str]] = {}

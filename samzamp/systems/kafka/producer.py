@@ -15,7 +15,7 @@ from samzamp.systems.base import KeyedSend
 from samzamp.systems.kafka.client_config import ClientKind, KafkaClientSettings, client_config
 from samzamp.systems.partitioner import murmur2_partition
 
-__all__ = ["KafkaSystemProducer"]
+__all__ = ["OUTPUT_PRODUCER_DEFAULTS", "KafkaSystemProducer"]
 
 log = logging.getLogger(__name__)
 
@@ -27,6 +27,19 @@ log = logging.getLogger(__name__)
 # sends at once whatever lingers.
 PRODUCER_LINGER_MS = 100
 
+# What an output producer starts from (``systems.<s>.producer.*`` overrides any of it). Idempotence:
+# the broker drops a batch the producer sent again after a lost response, and keeps each
+# partition's batches in the order sent, so a retry neither repeats nor reorders a key's outputs
+# (librdkafka then caps max.in.flight at 5 and retries until message.timeout.ms, 5 minutes).
+OUTPUT_PRODUCER_DEFAULTS: dict[str, Any] = {
+    "linger.ms": PRODUCER_LINGER_MS,
+    "partitioner": "murmur2_random",  # the Java client's placement of keyed messages
+    "enable.idempotence": True,
+    "acks": "all",
+    "queue.buffering.max.messages": 200000,
+    "delivery.report.only.error": True,
+}
+
 
 class KafkaSystemProducer:
     """Produces outputs; ``send`` never blocks for long: a full local queue waits for deliveries.
@@ -37,15 +50,7 @@ class KafkaSystemProducer:
     """
 
     def __init__(self, clients: KafkaClientSettings, kind: ClientKind = "producer") -> None:
-        defaults: dict[str, Any] = {
-            "linger.ms": PRODUCER_LINGER_MS,
-            "partitioner": "murmur2_random",  # the Java client's placement of keyed messages
-            "enable.idempotence": False,
-            "acks": "all",
-            "queue.buffering.max.messages": 200000,
-            "delivery.report.only.error": True,
-        }
-        conf = client_config(clients, kind, defaults, {"on_delivery": self._on_delivery})
+        conf = client_config(clients, kind, OUTPUT_PRODUCER_DEFAULTS, {"on_delivery": self._on_delivery})
         system = self._system = clients.system
         self._errors: list[str] = []
         self._producer = Producer(conf)
