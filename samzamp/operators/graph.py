@@ -465,7 +465,8 @@ class OperatorGraph:
         # The aggregate partition's watermark moved (every producer reported): the other partitions
         # learn it, from the one virtual task of it that owns key bucket 0.
         if states.update(ssp, message.task_name, message.timestamp) and ssp.key_bucket <= 0:
-            copy = WatermarkMessage(None, states.watermark(ssp) or message.timestamp)
+            mark = states.watermark(ssp)
+            copy = WatermarkMessage(None, message.timestamp if mark is None else mark)
             for p in range(self._partitions[ssp.system_stream]):
                 if p != ssp.partition:
                     self._send_control(ssp.system_stream, copy, p)
