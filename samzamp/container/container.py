@@ -92,7 +92,7 @@ class SamzaContainer:
         self.tasks: dict[str, RunLoopTask] = {}
         # Tasks of the model whose last checkpoint is their drain's in this run: held, never started
         # (``_start_tasks``).
-        self.drained_before: set[str] = set()
+        self._drained_before: set[str] = set()
         # A drain notification found before the first job model: the drain begins with that model
         # (a standalone processor learns its tasks only then).
         self._drain_pending: str | None = None
@@ -162,7 +162,7 @@ class SamzaContainer:
 
     # -- stopping tasks -------------------------------------------------------------------------
     async def _stop_tasks(self, names: list[str]) -> None:
-        self.drained_before.difference_update(names)
+        self._drained_before.difference_update(names)
         tasks = [self.tasks[n] for n in names if n in self.tasks]
         self.consumers.remove([lane for t in tasks for lane in self._lanes(t)])
         await asyncio.gather(*(self.run_loop.remove_task(t) for t in tasks))
@@ -187,8 +187,8 @@ class SamzaContainer:
         held = [m.name for m in models if m.name in last and last[m.name].drained_in(run_id)]
         if held:
             log.info("tasks %s drained in run %s already (their last checkpoints): not started", held, run_id)
-            self.drained_before.update(held)
-            models = [m for m in models if m.name not in self.drained_before]
+            self._drained_before.update(held)
+            models = [m for m in models if m.name not in self._drained_before]
             if not models:
                 return
         # A factor change (job.elasticity.factor): a new virtual task starts where the tasks of the
@@ -387,11 +387,6 @@ class SamzaContainer:
         self.run_loop.abort(error)
 
     # -- the loop's controls, for the processor and its coordinator (they never reach into the loop)
-    @property
-    def stopping(self) -> bool:
-        """Draining, asked to shut down, or failed."""
-        return self.run_loop.stopping
-
     @property
     def takes_models(self) -> bool:
         """Whether a new job model may be applied: not once asked to shut down or failed. A draining

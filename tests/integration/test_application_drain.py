@@ -542,6 +542,17 @@ class Watch:
     def inter(self) -> list[Inter]:
         return [decode_inter(m) for m in self.tail.records() if m.topic() == self.job.intermediate]
 
+    def saw_records_from(self, since_ms: int) -> bool:
+        """An intermediate user record written at ``since_ms`` or later reached the tail."""
+        return any(r.item is not None and r.ts >= since_ms for r in self.inter())
+
+    def saw_every_marker(self, run_id: str) -> bool:
+        """Every intermediate partition's drain marker of ``run_id`` reached the tail."""
+        marked = {
+            r.partition for r in self.inter() if isinstance(r.control, DrainMessage) and r.control.run_id == run_id
+        }
+        return marked >= set(range(PARTITIONS))
+
     def arrivals(self) -> dict[tuple[int, int], int]:
         """(partition, offset) -> when the intermediate record reached the test."""
         return {(p, o): at for (t, p, o), at in self.tail.arrived.items() if t == self.job.intermediate}
@@ -592,7 +603,9 @@ def deploy_and_drain(
         watch = Watch(job, marks)
         d.watched_ms = watch.tail.started_ms
         wait_until(lambda: watch.both_processed(d.owners), 60, "both processors to process events")
-        time.sleep(max(0.0, d.watched_ms / 1000 + MIN_WATCH_S - time.time()))  # records arrive while watched
+        # Records keep arriving while watched (item 9's arrival times): some written MIN_WATCH_S in.
+        watched = d.watched_ms + MIN_WATCH_S * 1000
+        wait_until(lambda: watch.saw_records_from(watched), 60, f"records re-keyed {MIN_WATCH_S} s into the watch")
         d.timings["busy"] = time.monotonic() - t0
         if kill or join:
             assert agg_task in d.owners[owner], f"{agg_task} is not {owner}'s: {d.owners}"
@@ -622,10 +635,11 @@ def deploy_and_drain(
                 p.kill()
                 raise AssertionError(f"item 1: processor {pid} did not exit after the drain:\n{logs}") from None
             assert rc == 0, f"item 1: processor {pid} exited {rc} after the drain:\n{p.log_text()[-3000:]}"
+        # The arrival times (item 9) need every marker's: the tail may still be catching up.
+        wait_until(lambda: watch.saw_every_marker(d.run_id), 30, "the tail to see every drain marker of the run")
     finally:
         feeder.stop()
         if watch is not None:
-            time.sleep(0.3)
             watch.tail.stop()
             d.arrived = watch.arrivals()
     d.timings["total"] = time.monotonic() - t0
@@ -1041,18 +1055,23 @@ def check_the_linger_held_records(held: int) -> None:
     )
 
 
-def check_the_kill_came_mid_aggregation(inter: list[Inter], aggregate: int, d: Deployment, producers: int) -> None:
-    """AT-A6's premise: at the SIGKILL the aggregation had 2 named messages, not all of them."""
-    assert d.kill_ms is not None
-    named = {
+def named_drains_until(inter: list[Inter], aggregate: int, run_id: str, until_ms: int) -> set[str]:
+    """The producer names of the run's drain messages written to the aggregate partition by ``until_ms``."""
+    return {
         r.control.task_name
         for r in inter
         if r.partition == aggregate
         and isinstance(r.control, DrainMessage)
-        and r.control.run_id == d.run_id
+        and r.control.run_id == run_id
         and r.control.task_name is not None
-        and r.ts <= d.kill_ms
+        and r.ts <= until_ms
     }
+
+
+def check_the_kill_came_mid_aggregation(inter: list[Inter], aggregate: int, d: Deployment, producers: int) -> None:
+    """AT-A6's premise: at the SIGKILL the aggregation had 2 named messages, not all of them."""
+    assert d.kill_ms is not None
+    named = named_drains_until(inter, aggregate, d.run_id, d.kill_ms)
     assert 2 <= len(named) < producers, (
         f"item 8: at the kill the aggregate partition held {len(named)} named drain messages, "
         f"not between 2 and {producers - 1}: the kill did not come in the middle of the aggregation"
@@ -1063,15 +1082,7 @@ def check_the_join_came_mid_aggregation(inter: list[Inter], aggregate: int, d: D
     """The join scenario's premise: when the joiner ran its tasks the drain was under way and its
     aggregation incomplete (at least one named message, not all)."""
     assert d.join_ms is not None
-    named = {
-        r.control.task_name
-        for r in inter
-        if r.partition == aggregate
-        and isinstance(r.control, DrainMessage)
-        and r.control.run_id == d.run_id
-        and r.control.task_name is not None
-        and r.ts <= d.join_ms
-    }
+    named = named_drains_until(inter, aggregate, d.run_id, d.join_ms)
     assert 1 <= len(named) < producers, (
         f"item 7: when the joiner ran its tasks the aggregate partition held {len(named)} named drain "
         f"messages, not between 1 and {producers - 1}: the join did not come in the middle of the drain"

@@ -33,6 +33,7 @@ class Feeder:
     record's offset (the feeder is the partition's only writer)."""
 
     def __init__(self, bootstrap: str, topic: str, start: dict[int, int] | None = None) -> None:
+        self.topic = topic
         self.next = dict(start or dict.fromkeys(range(PARTITIONS), 0))
         self._stop = threading.Event()
         self._producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
@@ -49,8 +50,6 @@ class Feeder:
                     self.next[p] = seq + 1
             self._producer.flush(30)
             self._stop.wait(0.02)
-
-    topic = ""
 
     def stop(self) -> dict[int, int]:
         self._stop.set()
@@ -73,7 +72,6 @@ def test_a_drained_application_emits_every_window_once_and_the_next_run_goes_on_
     config = tmp_path / "job.toml"
     intermediate = f"{job}-1-partition_by-by-key"
     overrides = (FAST_MONITOR, f"job.container.thread.pool.size={pool}", f"job.elasticity.factor={factor}")
-    Feeder.topic = events
     written: dict[int, int] | None = None
     runs: list[tuple[list[dict], dict[int, int], list[str]]] = []  # per run: panes, drain points, named drains
     for run in range(2):
@@ -159,7 +157,6 @@ def test_a_drain_requested_before_start_processes_what_the_intermediate_topic_ho
     config = tmp_path / "job.toml"
     config.write_text(app_toml(job, APP, {"events": (events, PARTITIONS), "out": (out, 1)}, tmp_path / "state"))
     intermediate = f"{job}-1-partition_by-by-key"
-    Feeder.topic = events
     feeder = Feeder(bootstrap, events)
     # No timed commit: the intermediate records are covered by no checkpoint when the kill comes.
     c = Container(config, bootstrap, FAST_MONITOR, "task.commit.ms=600000", log=tmp_path / "c0.log")
