@@ -1,5 +1,5 @@
-"""Builds samzamp: the Python package, its console scripts and the native extensions samzamp._ring and
-samzamp._keyhash."""
+"""Builds samzamp: the Python package, its console scripts and the native extensions samzamp._ring,
+samzamp._keyhash and samzamp._checksum."""
 
 import re
 from pathlib import Path
@@ -28,6 +28,14 @@ RING_EXTENSION = Extension(
 KEYHASH_EXTENSION = Extension(
     "samzamp._keyhash",
     sources=["native/keyhash.c"],
+    extra_compile_args=["-O2", "-Wall", "-Wextra", "-std=c11"],
+)
+
+# The CRC32C every store value carries on disk, checked on each read; only samzamp.storage.checksum
+# imports it (its pure-Python reference lives there).
+CHECKSUM_EXTENSION = Extension(
+    "samzamp._checksum",
+    sources=["native/checksum.c"],
     extra_compile_args=["-O2", "-Wall", "-Wextra", "-std=c11"],
 )
 
@@ -73,8 +81,8 @@ setup(
     ],
     python_requires=">=3.11",
     packages=find_packages(include=["samzamp", "samzamp.*"]),
-    package_data={"samzamp": ["py.typed", "_ring.pyi", "_keyhash.pyi"]},
-    ext_modules=[RING_EXTENSION, KEYHASH_EXTENSION],
+    package_data={"samzamp": ["py.typed", "_ring.pyi", "_keyhash.pyi", "_checksum.pyi"]},
+    ext_modules=[RING_EXTENSION, KEYHASH_EXTENSION, CHECKSUM_EXTENSION],
     install_requires=[
         "confluent-kafka>=2.3",
         "msgspec>=0.18",

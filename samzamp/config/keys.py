@@ -407,6 +407,12 @@ KEYS: tuple[KeySpec, ...] = (
     KeySpec(
         "stores.<name>.lmdb.sync", "bool", True, "fsync LMDB at each commit (false: faster, unsafe on power loss)."
     ),
+    KeySpec(
+        "stores.<name>.lmdb.checksums",
+        "bool",
+        True,
+        "Keep a CRC32C with each value on disk and check it on every read (false: store format 1, no check).",
+    ),
 )
 
 

@@ -375,6 +375,7 @@ class StoreSettings:
     msg_serde: str
     map_size: int
     sync: bool
+    checksums: bool = True
 
 
 def _stores(config: Config, systems: dict[str, SystemSettings], default_system: str | None) -> dict[str, StoreSettings]:
@@ -434,6 +435,7 @@ def _stores(config: Config, systems: dict[str, SystemSettings], default_system: 
             msg_serde,
             config.get_int(p + "lmdb.map.size", 64 << 20),
             config.get_bool(p + "lmdb.sync", True),
+            config.get_bool(p + "lmdb.checksums", True),
         )
     return out
 

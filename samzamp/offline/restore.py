@@ -70,6 +70,7 @@ class TaskRestore:
     store_dir: str
     snapshot_end: int | None = None  # with a snapshot: it holds the state at offsets < snapshot_end (<= C + 1)
     map_size: int = DEFAULT_MAP_SIZE  # stores.<name>.lmdb.map.size (LMDB grows it when full)
+    checksums: bool = True  # stores.<name>.lmdb.checksums: the store format written
 
 
 @dataclass(frozen=True)
@@ -141,8 +142,8 @@ def plan_restore(job: StoreJob, cuts: dict[str, int], snapshot: SnapshotMeta | N
                     "snapshot taken at or before the cut, or restore from the changelog alone",
                 )
             end = part.end
-        map_size = job.settings.stores[job.store].map_size
-        plans.append(TaskRestore(t.task_name, t.partition, cut, str(t.store_dir), end, map_size))
+        st = job.settings.stores[job.store]
+        plans.append(TaskRestore(t.task_name, t.partition, cut, str(t.store_dir), end, st.map_size, st.checksums))
     return plans
 
 
@@ -176,7 +177,7 @@ def restore_task(source: ChangelogSource, plan: TaskRestore, snapshot_rows: Iter
         return TaskRestored(plan.task_name, plan.partition, plan.cut, plan.store_dir, error=str(e), locked=True)
     try:
         _wipe(path)
-        engine = LmdbEngine(path, plan.map_size, sync=False)  # one sync at the end
+        engine = LmdbEngine(path, plan.map_size, sync=False, checksums=plan.checksums)  # one sync at the end
         counts = [0, 0, 0]  # snapshot rows, changelog records, tombstones
         try:
             batch: list[tuple[bytes, bytes | None]] = []

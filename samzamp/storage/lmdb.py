@@ -25,7 +25,16 @@ size, the meta page with the higher txnid is current) and refuses a bad magic, v
 and a file shorter than ``(last page + 1) * page size``; then it opens the environment read-only and
 reads its meta data, so that any error LMDB reports about the files is found there too. Pages past
 the meta page's last page are never read (LMDB refuses page numbers past it), so a file that passes
-cannot be read past its end. Page contents are not checked: LMDB keeps no checksums.
+cannot be read past its end. LMDB keeps no checksums of its pages.
+
+Values carry their own (``storage.checksum``): in a store of format 2 each value is sealed with the
+CRC32C of its key and bytes, checked on every read, iteration and ``verify``. A value that fails it
+is never returned: the engine writes a ``DAMAGED`` file into the directory saying which key failed
+(``check_env`` then refuses the directory, so the next start removes it and restores the store from
+its changelog) and raises ``StoreError``. The format is the ``format`` key of the ``meta`` database
+(absent: format 1, plain values, which a store written before checksums has). Opening a store in the
+other format than asked converts it in place, in batches, with ``format`` set to ``converting`` until
+the last one commits: a conversion cut short leaves a directory ``check_env`` refuses.
 
 Writes go through ``pwrite`` (``writemap=False``): a full disk or an I/O error at a commit fails the
 transaction (LMDB reports a short write as EIO), which raises a ``StoreError``
@@ -39,21 +48,25 @@ which it extends with ``ftruncate``, so sparse: its blocks are allocated before 
 from __future__ import annotations
 
 import errno
+import logging
 import os
 import shutil
 import stat
 import struct
 import weakref
 from collections.abc import Callable, Iterable, Iterator
+from functools import partial
 from pathlib import Path
 from typing import cast
 
 import lmdb
 
 from samzamp.api.errors import StoreError
-from samzamp.storage.io_errors import store_io_error
+from samzamp.storage.checksum import CHECKSUMMED, FORMATS, PLAIN, seal, unseal
+from samzamp.storage.io_errors import store_files, store_io_error
 
 __all__ = [
+    "DAMAGED_FILE",
     "DATA_FILE",
     "DEFAULT_MAP_SIZE",
     "LMDB_LOCK_FILE",
@@ -65,11 +78,21 @@ __all__ = [
     "remove_env",
 ]
 
+log = logging.getLogger(__name__)
+
 DEFAULT_MAP_SIZE = 64 << 20
 DATA_FILE = "data.mdb"
 LMDB_LOCK_FILE = "lock.mdb"
+DAMAGED_FILE = "DAMAGED"
 _OFFSET = b"changelog-offset"
 _DIRTY = b"dirty"
+_FORMAT = b"format"
+_CONVERTING = b"converting"
+_CONVERT_BATCH = 10_000
+_RESTORE_ADVICE = (
+    "nothing to do: the task's next start removes the store's files and restores it in full from its "
+    "changelog (a store without a changelog starts empty)"
+)
 
 # LMDB's meta page (mdb.c, 64-bit; LMDB writes it in the host's byte order): a page
 # header (MDB_page: pgno 8, pad 2, flags 2, lower/upper 4) then MDB_meta: magic 4, version 4,
@@ -137,11 +160,22 @@ def _file_problem(path: Path) -> str | None:
 
 
 def check_env(path: Path) -> str | None:
-    """Why the LMDB environment in ``path`` cannot be opened safely, or None when it can (or when
-    there is none). Never maps a file that failed the plain-read checks (see the module docstring)."""
+    """Why the LMDB environment in ``path`` cannot be opened safely or trusted, or None when it can
+    (or when there is none). Never maps a file that failed the plain-read checks (see the module
+    docstring). A ``DAMAGED`` file (a value failed its checksum) and a store format conversion cut
+    short are reasons too."""
+    try:
+        damaged = (path / DAMAGED_FILE).read_text(errors="replace").strip()
+    except FileNotFoundError:
+        damaged = None
+    except OSError as e:
+        damaged = f"({DAMAGED_FILE} unreadable: {e})"
+    if damaged is not None:
+        return f"it was marked damaged: {damaged or 'no reason recorded'}"
     problem = _file_problem(path)
     if problem is not None or not (path / DATA_FILE).exists():
         return problem
+    fmt: bytes | None = None
     try:
         # Read-only and without the lock file: nothing is written, whoever holds the directory.
         env = lmdb.open(str(path), readonly=True, lock=False, max_dbs=2, create=False)
@@ -155,16 +189,22 @@ def check_env(path: Path) -> str | None:
                     txn.stat(db)
                     txn.get(_OFFSET, db=db)
                     txn.get(_DIRTY, db=db)
+                    if name == b"meta":
+                        raw = txn.get(_FORMAT, db=db)
+                        fmt = None if raw is None else bytes(raw)
         finally:
             env.close()
     except lmdb.Error as e:
         return f"LMDB cannot read it: {type(e).__name__}: {e}"
+    if fmt == _CONVERTING:
+        return "a conversion of its store format (stores.<name>.lmdb.checksums) was cut short"
     return None
 
 
 def remove_env(path: Path) -> None:
-    """Delete the LMDB files of ``path`` (whatever they are), so the next open starts empty."""
-    for name in (DATA_FILE, LMDB_LOCK_FILE):
+    """Delete the LMDB files of ``path`` (whatever they are) and its damage mark, so the next open
+    starts empty."""
+    for name in (DATA_FILE, LMDB_LOCK_FILE, DAMAGED_FILE):
         file = path / name
         if file.is_dir() and not file.is_symlink():
             shutil.rmtree(file)
@@ -200,10 +240,16 @@ class LmdbReader:
     grows the map under it (``apply(..., invalidate_readers=True)``), and then says so on next use.
     """
 
-    __slots__ = ("__weakref__", "_closed_why", "_on_close", "_txn")
+    __slots__ = ("__weakref__", "_closed_why", "_on_close", "_open_value", "_txn")
 
-    def __init__(self, txn: lmdb.Transaction, on_close: Callable[[LmdbReader], None]) -> None:
+    def __init__(
+        self,
+        txn: lmdb.Transaction,
+        on_close: Callable[[LmdbReader], None],
+        open_value: Callable[[bytes, bytes], bytes] | None,
+    ) -> None:
         self._on_close = on_close
+        self._open_value = open_value  # checks and unseals a stored value (None: plain values)
         self._txn: lmdb.Transaction | None = txn
         self._closed_why = "it was closed"
 
@@ -227,13 +273,20 @@ class LmdbReader:
             return
         # buffers=False (see ``reader``): keys and values are bytes.
         pairs = cast("Iterator[tuple[bytes, bytes]]", cursor.iternext(keys=True, values=True))
-        if stop is None:
-            yield from pairs
+        open_value = self._open_value
+        if open_value is None:
+            if stop is None:
+                yield from pairs
+                return
+            for key, value in pairs:
+                if key >= stop:
+                    return
+                yield key, value
             return
         for key, value in pairs:
-            if key >= stop:
+            if stop is not None and key >= stop:
                 return
-            yield key, value
+            yield key, open_value(key, value)
 
     def close(self, why: str | None = None) -> None:
         txn, self._txn = self._txn, None
@@ -248,9 +301,11 @@ class LmdbReader:
 class LmdbEngine:
     """One store's LMDB environment. Used by one thread of one process (the one running the task)."""
 
-    def __init__(self, path: Path, map_size: int = DEFAULT_MAP_SIZE, sync: bool = True) -> None:
-        """Open (or create) the environment in ``path``. Raises ``StoreError`` when its files cannot
-        be opened safely (``check_env``, checked first: never a crash) or cannot be created."""
+    def __init__(self, path: Path, map_size: int = DEFAULT_MAP_SIZE, sync: bool = True, checksums: bool = True) -> None:
+        """Open (or create) the environment in ``path``, in store format 2 (checksummed values) or,
+        without ``checksums``, 1; a store in the other format is converted. Raises ``StoreError``
+        when its files cannot be opened safely (``check_env``, checked first: never a crash), cannot
+        be created, or are of a format this version does not know."""
         self.path = path
         try:
             path.mkdir(parents=True, exist_ok=True)
@@ -281,28 +336,142 @@ class LmdbEngine:
             raise store_io_error(path, "opening its LMDB files", e, _lmdb_errno(e)) from e
         # Open readers (a forgotten one is aborted by the garbage collector, and leaves this set).
         self._readers: weakref.WeakSet[LmdbReader] = weakref.WeakSet()
+        self.damage: str | None = None  # what failed its checksum, once something has
+        try:
+            self.format = self._stored_format()
+            wanted = CHECKSUMMED if checksums else PLAIN
+            if self.format != wanted:
+                self._convert(wanted)
+        except BaseException:
+            self._env.close()
+            raise
+        self._sealed = self.format == CHECKSUMMED
+
+    # -- the store format -------------------------------------------------------------------------
+    def _stored_format(self) -> int:
+        """The format of the data: the meta key; without one, 1 when it holds data, else none yet (0)."""
+        with self._env.begin() as txn:
+            raw = txn.get(_FORMAT, db=self._meta)
+            entries = int(txn.stat(self._data)["entries"])
+        if raw is None:
+            return PLAIN if entries else 0
+        text = bytes(raw)
+        if text == _CONVERTING:  # check_env refuses it; an engine opened without that check too
+            raise StoreError(
+                str(self.path),
+                "a conversion of its store format (stores.<name>.lmdb.checksums) was cut short",
+                "delete the directory: a changelogged store is then restored from its changelog",
+            )
+        if not text.isdigit() or int(text) not in FORMATS:
+            raise StoreError(
+                str(self.path),
+                f"its store format is {text.decode(errors='replace')!r}; this samzamp reads formats "
+                f"{', '.join(map(str, FORMATS))}",
+                "run the samzamp version that wrote it, or delete the directory: a changelogged store is then "
+                "restored from its changelog",
+            )
+        return int(text)
+
+    def _convert(self, to: int) -> None:
+        """Rewrite every value into format ``to`` (sealing or checking and unsealing), in batches."""
+        empty = self.format == 0
+        if not empty:
+            log.info(
+                "store in %s: converting %d values from store format %d to %d", self.path, self.count(), self.format, to
+            )
+            self._transact(lambda txn: txn.put(_FORMAT, _CONVERTING, db=self._meta))
+            after: bytes | None = None
+            while True:
+                batch = self._convert_batch(after, to)
+                if not batch:
+                    break
+                after = batch[-1][0]
+                self._transact(partial(self._put_all, entries=batch))
+        self._transact(lambda txn: txn.put(_FORMAT, str(to).encode(), db=self._meta))
+        self.format = to
+
+    def _put_all(self, txn: lmdb.Transaction, entries: list[tuple[bytes, bytes]]) -> None:
+        for key, value in entries:
+            txn.put(key, value, db=self._data)
+
+    def _convert_batch(self, after: bytes | None, to: int) -> list[tuple[bytes, bytes]]:
+        """The next values after key ``after`` in format ``to``."""
+        out: list[tuple[bytes, bytes]] = []
+        with self._env.begin(db=self._data, buffers=False) as txn:
+            cursor = txn.cursor()
+            if not (cursor.set_range(after) if after is not None else cursor.first()):
+                return out
+            for key, value in cursor.iternext(keys=True, values=True):
+                if key == after:
+                    continue
+                out.append((key, seal(key, value) if to == CHECKSUMMED else self._open_value(key, value)))
+                if len(out) >= _CONVERT_BATCH:
+                    break
+        return out
+
+    # -- checksums ----------------------------------------------------------------------------
+    def _open_value(self, key: bytes, stored: bytes) -> bytes:
+        """The value ``stored`` under ``key`` holds, once its checksum holds; else ``StoreError``."""
+        value = unseal(key, stored)
+        if value is None:
+            raise self._damaged(key)
+        return value
+
+    def _damaged(self, key: bytes) -> StoreError:
+        """Mark the store damaged (the ``DAMAGED`` file, read by ``check_env`` at the next start) and
+        say so as a ``StoreError`` naming the key and the file."""
+        shown = repr(key) if len(key) <= 64 else f"{key[:64]!r}... ({len(key)} bytes)"
+        problem = f"the value of key {shown} in {self.path / DATA_FILE} fails its checksum (CRC32C): its bytes changed on disk"
+        if self.damage is None:
+            self.damage = problem
+            try:
+                with store_files(self.path, f"writing its {DAMAGED_FILE} mark"):
+                    (self.path / DAMAGED_FILE).write_text(problem + "\n")
+            except StoreError as e:  # the read still fails; the next start finds the value again
+                log.warning("%s", e)
+        return StoreError(str(self.path), problem, _RESTORE_ADVICE)
+
+    def verify(self) -> str | None:
+        """Check every value's checksum (format 2): None when all hold, else what failed (the store
+        is then marked damaged, as a read that fails would)."""
+        if not self._sealed:
+            return None
+        with self._env.begin(db=self._data, buffers=True) as txn:
+            for key, value in txn.cursor().iternext(keys=True, values=True):
+                if unseal(key, value) is None:
+                    return self._damaged(bytes(key)).problem
+        return None
 
     # -- reads ----------------------------------------------------------------------------------
     def get(self, key: bytes) -> bytes | None:
-        with self._env.begin(db=self._data, buffers=False) as txn:
-            value = txn.get(key)
-        return None if value is None else bytes(value)
+        """The value of ``key``, or None; ``StoreError`` when its checksum fails (never the value)."""
+        with self._env.begin(db=self._data, buffers=True) as txn:
+            stored = txn.get(key)
+            if stored is None:
+                return None
+            if self._sealed:
+                value = unseal(key, stored)
+                if value is None:
+                    raise self._damaged(key)
+                return value
+            return bytes(stored)
 
     def items(self, start: bytes | None = None, stop: bytes | None = None) -> Iterator[tuple[bytes, bytes]]:
-        """Entries with ``start <= key < stop`` (None: unbounded), in key order. Reads one snapshot."""
-        with self._env.begin(db=self._data) as txn:
-            cursor = txn.cursor()
-            positioned = cursor.set_range(start) if start is not None else cursor.first()
-            if not positioned:
-                return
-            for key, value in cursor:
-                if stop is not None and key >= stop:
-                    return
-                yield bytes(key), bytes(value)
+        """Entries with ``start <= key < stop`` (None: unbounded), in key order. Reads one snapshot;
+        ``StoreError`` at a value whose checksum fails."""
+        r = self.reader()
+        try:
+            yield from r.entries(start, stop)
+        finally:
+            r.close()
 
     def reader(self) -> LmdbReader:
         """A snapshot of the data as of now; close it when done."""
-        r = LmdbReader(self._env.begin(db=self._data, buffers=False), self._readers.discard)
+        r = LmdbReader(
+            self._env.begin(db=self._data, buffers=False),
+            self._readers.discard,
+            self._open_value if self._sealed else None,
+        )
         self._readers.add(r)
         return r
 
@@ -350,17 +519,30 @@ class LmdbEngine:
                 raise store_io_error(self.path, "writing to LMDB", e, _lmdb_errno(e)) from e
 
     def _write(self, batch: list[tuple[bytes, bytes | None]], changelog_offset: int | None) -> None:
+        sealed = self._sealed
         with self._env.begin(write=True) as txn:
             for key, value in batch:
                 if value is None:
                     txn.delete(key, db=self._data)
                 else:
-                    txn.put(key, value, db=self._data)
+                    txn.put(key, seal(key, value) if sealed else value, db=self._data)
             if changelog_offset is None:
                 txn.put(_DIRTY, b"1", db=self._meta)
             else:
                 txn.delete(_DIRTY, db=self._meta)
                 txn.put(_OFFSET, str(changelog_offset).encode(), db=self._meta)
+
+    def _transact(self, write: Callable[[lmdb.Transaction], object]) -> None:
+        """Run ``write`` in one write transaction, growing a full map (no readers are open yet)."""
+        while True:
+            try:
+                with self._env.begin(write=True) as txn:
+                    write(txn)
+                return
+            except lmdb.MapFullError:
+                self._grow(False)
+            except lmdb.Error as e:
+                raise store_io_error(self.path, "converting its store format", e, _lmdb_errno(e)) from e
 
     def _grow(self, invalidate_readers: bool) -> None:
         size = int(self._env.info()["map_size"]) * 2

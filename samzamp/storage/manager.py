@@ -16,8 +16,11 @@ samzamp follows Samza's way, not Quix's offset headers):
    latest value per key is the committed state and the next full restore cannot resurrect them.
 
 Local LMDB files that cannot be opened safely (``lmdb.check_env``: a truncated ``data.mdb``, a file
-that is not LMDB's) are removed with a warning before anything maps them: a changelogged store then
-restores in full, a non-logged one starts empty (as Samza wipes non-logged stores at every start).
+that is not LMDB's, a store marked damaged when a value failed its checksum) are removed with a
+warning before anything maps them: a changelogged store then restores in full, a non-logged one
+starts empty (as Samza wipes non-logged stores at every start). A local store that is kept is
+verified first: every value's checksum is checked (``LmdbEngine.verify``), and one that fails is
+removed and restored the same way, so a value damaged while the task was stopped is never served.
 
 Without transactional restore the whole changelog (or its tail after ``L``) is replayed and nothing
 is reverted, as Samza's non-transactional restore does.
@@ -137,8 +140,10 @@ class TaskStorage:
         """Remove the LMDB files of ``path`` if they cannot be opened safely (``check_env``), with a
         warning: opening them could crash the process, and their data is lost either way."""
         problem = check_env(path)
-        if problem is None:
-            return
+        if problem is not None:
+            self._remove_files(st, path, problem)
+
+    def _remove_files(self, st: StoreSettings, path: Path, problem: str) -> None:
         log.warning(
             "store %r of task %r: the LMDB files in %s cannot be used (%s); removing them: %s",
             st.name,
@@ -160,14 +165,14 @@ class TaskStorage:
         key_serde = self._serdes.get(st.key_serde, f"stores.{st.name}.key.serde")
         msg_serde = self._serdes.get(st.msg_serde, f"stores.{st.name}.msg.serde")
         if st.changelog is None:
-            engine = LmdbEngine(path, st.map_size, st.sync)
-            self.stores[st.name] = LmdbKeyValueStore(st.name, engine, key_serde, msg_serde, None)
+            engine = self._verified_engine(st, path)
+            self.stores[st.name] = LmdbKeyValueStore(st.name, engine, key_serde, msg_serde, None, self.task_name)
             return RestoreReport(st.name, self.task_name, 0, 0, False, None, -1, 0.0)
 
         cl = st.changelog
         cut, retained = self._cut(st.name, markers)
         cl_name = self._changelog_name(cl)
-        engine = LmdbEngine(path, st.map_size, st.sync)
+        engine = self._verified_engine(st, path)
         local = engine.changelog_offset()
         recorded = read_offset_file(path)
         usable = (
@@ -181,7 +186,7 @@ class TaskStorage:
             engine.close()
             for f in _LMDB_FILES:
                 (path / f).unlink(missing_ok=True)
-            engine = LmdbEngine(path, st.map_size, st.sync)
+            engine = LmdbEngine(path, st.map_size, st.sync, st.checksums)
             local = None
         start = -2 if local is None else local + 1
         offset = -1 if local is None else local
@@ -219,7 +224,9 @@ class TaskStorage:
         engine.sync()
         write_offset_file(path, cl_name, offset)
         self._offsets[st.name] = offset
-        self.stores[st.name] = LmdbKeyValueStore(st.name, engine, key_serde, msg_serde, self._sender(cl))
+        self.stores[st.name] = LmdbKeyValueStore(
+            st.name, engine, key_serde, msg_serde, self._sender(cl), self.task_name
+        )
         report = RestoreReport(
             st.name, self.task_name, replayed, reverted, local is None, local, offset, time.monotonic() - started
         )
@@ -237,6 +244,34 @@ class TaskStorage:
             reverted,
         )
         return report
+
+    def _verified_engine(self, st: StoreSettings, path: Path) -> LmdbEngine:
+        """The store's engine, its local values' checksums checked; a store that fails them is
+        removed (with the warning of unusable files) and opened empty."""
+        try:
+            engine = LmdbEngine(path, st.map_size, st.sync, st.checksums)
+        except StoreError:
+            problem = check_env(path)  # a value failed its checksum while its format was converted
+            if problem is None:
+                raise
+            self._remove_files(st, path, problem)
+            return LmdbEngine(path, st.map_size, st.sync, st.checksums)
+        started = time.monotonic()
+        entries = engine.count()
+        damage = engine.verify()
+        if entries:
+            log.info(
+                "store %r of task %r: checked the checksums of its %d local values in %.2f s",
+                st.name,
+                self.task_name,
+                entries,
+                time.monotonic() - started,
+            )
+        if damage is None:
+            return engine
+        engine.close()
+        self._remove_files(st, path, f"it was found damaged: {damage}")
+        return LmdbEngine(path, st.map_size, st.sync, st.checksums)
 
     def _cut(self, store: str, markers: dict[str, str]) -> tuple[int | None, bool]:
         """The changelog offset to restore the store to (None: the changelog's end, reverting

@@ -15,6 +15,11 @@ null-safe -> serialized -> logged -> engine), with a write buffer that only a co
   grow the map closes iterators left open (their next use raises ValueError saying so).
 - ``flush()`` does nothing: writes become durable at the next commit, which a task can ask for with
   ``coordinator.commit()``.
+- A value read from LMDB whose checksum fails (``storage.checksum``) is never returned: the read
+  raises ``StoreError`` naming the store, task, key and file, with one warning, and from then on the
+  store refuses writes and commits, so nothing computed after the damage reaches the changelog or a
+  checkpoint, even if the task caught the error. The engine has marked the directory damaged: the
+  task's next start restores the store in full from its changelog.
 
 One task uses a store, from the thread that runs the task.
 """
@@ -51,7 +56,7 @@ class StoreIterator:
     Using it after ``close`` raises ValueError.
     """
 
-    __slots__ = ("_buffered", "_entries", "_key", "_msg", "_reader", "_start", "_stop", "_store")
+    __slots__ = ("_buffered", "_entries", "_failed", "_key", "_msg", "_reader", "_start", "_stop", "_store")
 
     def __init__(
         self,
@@ -62,8 +67,10 @@ class StoreIterator:
         buffered: list[tuple[bytes, bytes | None]],
         key_serde: Serde,
         msg_serde: Serde,
+        failed: Callable[[StoreError], StoreError],
     ) -> None:
         self._store = store
+        self._failed = failed  # the store's own: a damaged value fails the store
         self._reader = reader
         self._start = start
         self._stop = stop
@@ -79,7 +86,11 @@ class StoreIterator:
         if self._entries is None:
             self._check_open()
             self._entries = self._merge()
-        return next(self._entries)
+        try:
+            return next(self._entries)
+        except StoreError as e:
+            self.close()
+            raise self._failed(e) from e
 
     def _check_open(self) -> None:
         if not self._reader.open:
@@ -129,10 +140,18 @@ class StoreIterator:
 
 class LmdbKeyValueStore:
     def __init__(
-        self, name: str, engine: LmdbEngine, key_serde: Serde, msg_serde: Serde, changelog: ChangelogSend | None
+        self,
+        name: str,
+        engine: LmdbEngine,
+        key_serde: Serde,
+        msg_serde: Serde,
+        changelog: ChangelogSend | None,
+        task: str | None = None,
     ) -> None:
         self.name = name
+        self.task = task
         self.engine = engine
+        self.failure: StoreError | None = None  # set once a value failed its checksum
         self._key_to = key_serde.to_bytes
         self._msg_to = msg_serde.to_bytes
         self._key_from = key_serde.from_bytes
@@ -148,11 +167,25 @@ class LmdbKeyValueStore:
             raise ValueError(f"store {self.name!r}: keys may not be None")
         return self._key_to(key)
 
+    def _failed(self, error: StoreError) -> StoreError:
+        """A value failed its checksum: warn once, and fail every later write and commit too."""
+        named = error.of(self.name, self.task)
+        if self.failure is None:
+            self.failure = named
+            log.warning("%s", named)
+        return named
+
     # -- KeyValueStore ----------------------------------------------------------------------------
     def get(self, key: Any) -> Any:
         kb = self._kb(key)
         buffer = self._buffer
-        vb = buffer[kb] if kb in buffer else self.engine.get(kb)
+        if kb in buffer:
+            vb = buffer[kb]
+        else:
+            try:
+                vb = self.engine.get(kb)
+            except StoreError as e:
+                raise self._failed(e) from e
         return None if vb is None else self._msg_from(vb)
 
     def get_all(self, keys: list[Any]) -> dict[Any, Any]:
@@ -168,6 +201,8 @@ class LmdbKeyValueStore:
             raise ValueError(f"store {self.name!r}: values may not be None (use delete)")
         kb = self._kb(key)
         vb = self._msg_to(value)
+        if self.failure is not None:
+            raise self.failure
         if self._changelog is not None:
             self._changelog(kb, vb)
         self._buffer[kb] = vb
@@ -180,6 +215,8 @@ class LmdbKeyValueStore:
 
     def delete(self, key: Any) -> None:
         kb = self._kb(key)
+        if self.failure is not None:
+            raise self.failure
         if self._changelog is not None:
             self._changelog(kb, None)
         self._buffer[kb] = None
@@ -209,7 +246,9 @@ class LmdbKeyValueStore:
             for kb, vb in self._buffer.items()
             if (start is None or kb >= start) and (stop is None or kb < stop)
         )
-        return StoreIterator(self.name, self.engine.reader(), start, stop, buffered, self._key_serde, self._msg_serde)
+        return StoreIterator(
+            self.name, self.engine.reader(), start, stop, buffered, self._key_serde, self._msg_serde, self._failed
+        )
 
     def _spill(self) -> None:
         if self._spill_deferred and self.engine.readers_open():
@@ -231,6 +270,8 @@ class LmdbKeyValueStore:
 
     def commit(self, changelog_offset: int) -> None:
         """Apply the buffered writes with the changelog offset they reach (commit step 4)."""
+        if self.failure is not None:
+            raise self.failure
         open_readers = self.engine.readers_open()
         if open_readers:
             log.warning(

@@ -164,7 +164,7 @@ class TestResult:
                 if task is not None:
                     raise KeyError(f"task {task!r} has no store {name!r} (tasks: {names})")
                 continue
-            engine = LmdbEngine(path)
+            engine = LmdbEngine(path, st.map_size, sync=False, checksums=st.checksums)
             try:
                 for kb, vb in engine.items():
                     key = key_serde.from_bytes(kb)
