@@ -1,13 +1,15 @@
 """Against the real broker: a store's local files that are damaged or cannot be written. A truncated
-``data.mdb`` means a full restore from the changelog, never a crash; a full disk stops the container
-with one line naming the store, the task and the directory, and a restart with space gives exact
-counts."""
+``data.mdb`` means a full restore from the changelog, never a crash; a value whose bytes changed is
+found by its checksum (at the start after, or at the read while running), never served, and restored
+from the changelog; a full disk stops the container with one line naming the store, the task and the
+directory, and a restart with space gives exact counts."""
 
 from __future__ import annotations
 
 import os
 import re
 import shutil
+import struct
 import subprocess
 from pathlib import Path
 
@@ -18,6 +20,7 @@ from kafka_util import (
     create_topic,
     job_toml,
     produce,
+    read_all,
     read_checkpoints,
     records,
     seed_input,
@@ -34,6 +37,8 @@ from test_state import (
     _store_toml,
     _true_counts,
 )
+
+from samzamp.storage.checksum import seal
 
 pytestmark = pytest.mark.integration
 
@@ -74,6 +79,95 @@ def test_truncated_data_files_are_restored_in_full_from_the_changelog(
         assert re.search(rf"store 'counts' of task '{name}': full restore; replayed [1-9]\d* changelog records", log)
     assert re.search(r"store 'counts' of task 'Partition 3': local store at offset \d+ \(host affinity\)", log)
     assert "Partition 3': the LMDB files" not in log
+
+
+def _flip_value(data_mdb: Path, key: str, count: int) -> int:
+    """Change the last byte of the value ``count`` of ``key`` in a "counts" store's data.mdb, wherever
+    the file holds it (LMDB's leaf node: the key bytes, then the sealed value), as a bad sector
+    would; returns how many copies it changed."""
+    node = key.encode() + seal(key.encode(), struct.pack(">q", count))
+    data = data_mdb.read_bytes()
+    n, at = 0, data.find(node)
+    fd = os.open(data_mdb, os.O_RDWR)
+    try:
+        while at >= 0:
+            os.pwrite(fd, bytes([data[at + len(node) - 1] ^ 0x01]), at + len(node) - 1)
+            n += 1
+            at = data.find(node, at + 1)
+    finally:
+        os.close(fd)
+    return n
+
+
+def _restored_after_damage(log: str, state: Path, task: str, key: str, why: str) -> None:
+    """The log of the start after ``task``'s store was damaged at ``key``: one warning naming the
+    store, the task, the key and the file, then a full restore from the changelog."""
+    name = task.replace("_", " ")
+    where = re.escape(str(state / "counts" / task))
+    warnings = re.findall(
+        rf"WARNING .*store 'counts' of task '{name}': the LMDB files in {where} cannot be used \({why}: "
+        rf"the value of key b'{key}' in {where}/data\.mdb fails its checksum",
+        log,
+    )
+    assert len(warnings) == 1, log[-3000:]
+    assert re.search(rf"store 'counts' of task '{name}': full restore; replayed [1-9]\d* changelog records", log)
+
+
+def test_a_value_damaged_while_stopped_is_found_at_the_next_start_and_restored_in_full(
+    broker, unique, tmp_path: Path
+) -> None:
+    topic = f"in-{unique}"
+    seed_input(broker.bootstrap_servers, topic, PARTITIONS, 2_000)
+    cfg, rec, state = _store_toml(tmp_path, unique, topic, "StoreCountTask")
+    _run_until(cfg, broker, rec, 2_000, tmp_path / "run-0.log")
+    truth = _true_counts(2_000)
+    assert _store_contents(state) == truth
+
+    assert _flip_value(state / "counts" / "Partition_1" / "data.mdb", "w5", truth["Partition_1"]["w5"]) >= 1
+    produce(broker.bootstrap_servers, topic, PARTITIONS, 1_000, start=2_000)
+    log = _run_until(cfg, broker, rec, 3_000, tmp_path / "run-1.log")
+
+    _restored_after_damage(log, state, "Partition_1", "w5", "it was found damaged")
+    assert _store_contents(state) == _true_counts(3_000)
+    for other in ("Partition 0", "Partition 2", "Partition 3"):
+        assert re.search(rf"store 'counts' of task '{other}': local store at offset \d+ \(host affinity\)", log)
+
+
+def test_a_value_damaged_while_running_fails_the_task_and_is_never_served_or_changelogged(
+    broker, unique, tmp_path: Path
+) -> None:
+    """In a worker process: once every task checkpointed (its writes applied to LMDB), the count of
+    "w5" in Partition 1's store changes on disk; the next input of "w5" reads it there."""
+    topic = f"in-{unique}"
+    seed_input(broker.bootstrap_servers, topic, PARTITIONS, 2_000)
+    cfg, rec, state = _store_toml(tmp_path, unique, topic, "CheckpointedStoreCountTask")
+    pool = "job.container.thread.pool.size=2"
+    c = Container(cfg, broker.bootstrap_servers, pool, log=tmp_path / "run-0.log")
+    last = {(p, 2_000 // PARTITIONS - 1) for p in range(PARTITIONS)}
+    wait_until(lambda: last <= {(p, o) for _, p, o in records(rec, "K")}, 120, "every input checkpointed", c)
+    truth = _true_counts(2_000)["Partition_1"]["w5"]
+    assert _flip_value(state / "counts" / "Partition_1" / "data.mdb", "w5", truth) >= 1
+
+    produce(broker.bootstrap_servers, topic, PARTITIONS, 1_000, start=2_000)
+    assert c.proc.wait(timeout=120) == 1, c.log_text()[-3000:]
+    log = c.log_text()
+    where = re.escape(str(state / "counts" / "Partition_1"))
+    failed = [line for line in log.splitlines() if line.startswith("samzamp-container: failed:")]
+    assert len(failed) == 1, log[-3000:]
+    assert re.fullmatch(
+        rf"samzamp-container: failed: store 'counts' of task 'Partition 1' in {where}: the value of key b'w5' "
+        rf"in {where}/data\.mdb fails its checksum \(CRC32C\): its bytes changed on disk; nothing to do: .*",
+        failed[0],
+    ), failed[0]
+    assert len(re.findall(r"WARNING .*store 'counts' of task 'Partition 1' in .*fails its checksum", log)) == 1
+    # Every count of "w5" the changelog ever held is a true one: none was computed from the damaged value.
+    changelog = read_all(broker.bootstrap_servers, f"counts-log-{unique}", [1])
+    w5 = [struct.unpack(">q", m.value())[0] for m in changelog if m.key() == b"w5"]
+    assert w5 == list(range(1, truth + 1)), w5[-5:]
+
+    log = _run_until(cfg, broker, rec, 3_000, tmp_path / "run-1.log", pool)
+    _restored_after_damage(log, state, "Partition_1", "w5", "it was marked damaged")
+    assert _store_contents(state) == _true_counts(3_000)
 
 
 @pytest.mark.parametrize("pool", [0, 2], ids=["inline", "pool2"])
