@@ -61,6 +61,7 @@ bench: ring
 	$(PY) bench/startup.py
 	$(PY) bench/elasticity.py
 	$(PY) bench/standalone.py
+	$(PY) bench/stateful.py
 
 bench-ipc: ring
 	$(PY) bench/ipc.py
