@@ -385,7 +385,10 @@ class SamzaContainer:
             for t in self.tasks.values():
                 t.abandon()
                 if not clean:
-                    t.release()
+                    try:
+                        t.release()
+                    except Exception as e:  # the container's own failure is the one to report
+                        log.warning("task %r: releasing its stores after a failure: %s", t.name, e)
         for t in self.tasks.values():
             t.close()  # the task, then its stores (a worker closes its own when it stops)
 
