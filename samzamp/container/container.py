@@ -14,7 +14,9 @@ model's tasks on; ``apply(model)`` moves to a newer model while the loop runs:
 
 Leaving tasks are stopped before arriving ones start, so a task moved within this process (or to
 another one, later) never runs in two places at once, and its stores are closed before they are
-opened again. ``run()`` runs until shutdown, drain or failure, then closes every task.
+opened again. ``run()`` runs until shutdown, drain or failure, then closes every task; after a
+failure it only releases their stores, without a commit, so that a processor joining its job again
+in this process can open them again.
 """
 
 from __future__ import annotations
@@ -371,14 +373,22 @@ class SamzaContainer:
     # -- run ------------------------------------------------------------------------------------
     async def run(self) -> None:
         """Start fetching and run the loop until shutdown, drain or failure; then close every task
-        that runs in this process (raises the failure; the processor stops the workers)."""
+        that runs in this process, or after a failure release their stores (raises the failure; the
+        processor stops the workers)."""
         self.consumers.start(self._loop, self.run_loop.wake, self.run_loop.abort)
+        clean = False
         try:
             await self.run_loop.run()
+            clean = True
         finally:
             self.consumers.stop()
             for t in self.tasks.values():
                 t.abandon()
+                if not clean:
+                    try:
+                        t.release()
+                    except Exception as e:  # the container's own failure is the one to report
+                        log.warning("task %r: releasing its stores after a failure: %s", t.name, e)
         for t in self.tasks.values():
             t.close()  # the task, then its stores (a worker closes its own when it stops)
 

@@ -83,6 +83,13 @@ class RunLoopTask(Protocol):
     def abandon(self) -> None:
         """The loop ended: stop waiting for anything the task still has outstanding."""
 
+    def release(self) -> None:
+        """The container failed: let go of the task's stores where this process runs it, without a
+        commit (their uncommitted writes are dropped, their directories unlocked), so that a later
+        container of this process can start the task again: a processor that joins its job again
+        after its membership expired may well be given it back. The task's close() is not called,
+        as for a task in a killed worker."""
+
     def close(self) -> None:
         """The container ended cleanly: close the task where this process runs it (a worker closes
         its own tasks when it stops)."""

@@ -106,6 +106,10 @@ class TaskInstance(TaskBase):
         if isinstance(self.runnable, CoroutineAdapter):
             self.runnable.cancel_all()
 
+    def release(self) -> None:
+        """The container failed: the task's stores close without a commit; the task is not closed."""
+        self.runtime.release()
+
     def close(self) -> None:
         """Close the task and its stores."""
         self.runtime.close()

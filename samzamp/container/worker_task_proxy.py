@@ -140,6 +140,9 @@ class WorkerTaskProxy(TaskBase):
     def abandon(self) -> None:
         """Nothing to cancel here: the processor stops (or kills) the workers."""
 
+    def release(self) -> None:
+        """Nothing to release here: a failed container's workers are killed, and their stores with them."""
+
     def close(self) -> None:
         """Nothing to close here: a worker closes the tasks it holds when it stops."""
 

@@ -21,6 +21,7 @@ The hosts only move messages and answers: ``container.task_instance.TaskInstance
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -106,6 +107,9 @@ class TaskRuntime:
             k, m = serdes_of(ssp.system_stream)
             self.decoders.append((None if k is None else k.from_bytes, None if m is None else m.from_bytes))
         self.storage: TaskStorage | None = None
+        # A commit applies the stores' writes on a thread (step 4), which a failed container does
+        # not wait for: their release waits for it rather than close LMDB under it.
+        self._stores_lock = threading.Lock()
         self.metrics = metrics
         self._drop_deser = drop_deserialization_errors
         self._ignored = ignored_exceptions
@@ -154,8 +158,16 @@ class TaskRuntime:
                 self.task.close()
         except Exception as e:
             log.warning("task %r: close() failed: %s", self.name, e)
-        if self.storage is not None:
-            self.storage.close()
+        self.release()
+
+    def release(self) -> None:
+        """Close the stores without a commit (closing drops their uncommitted writes and unlocks
+        their directories), and without closing the task; a second call does nothing. Waits for a
+        store commit under way on another thread; one that starts later commits nothing."""
+        with self._stores_lock:
+            storage, self.storage = self.storage, None
+            if storage is not None:
+                storage.close()
 
     # -- process --------------------------------------------------------------------------------
     def envelope(self, index: int, raw: RawMessage) -> IncomingMessageEnvelope | None:
@@ -336,7 +348,8 @@ class TaskRuntime:
 
     def commit_stores(self) -> dict[str, str]:
         """Step 4: apply the stores' writes (their changelog is durable); the state markers."""
-        return self.storage.commit() if self.storage is not None else {}
+        with self._stores_lock:
+            return self.storage.commit() if self.storage is not None else {}
 
     def on_checkpoint(self, offsets: dict[SystemStreamPartition, int]) -> None:
         """Step 6: tell the task what was checkpointed; a failure names the task."""

@@ -489,11 +489,29 @@ class OwnershipTask(StreamTask, InitableTask, _Recorder):
 
     def process(self, envelope, collector, coordinator) -> None:
         started = time.monotonic_ns()
-        if self._busy_s:
-            until = time.perf_counter() + self._busy_s
-            while time.perf_counter() < until:
-                pass
+        self.work(envelope)
         partition = envelope.system_stream_partition.partition
         self.record(
             f"O {self._processor} {partition} {envelope.offset} {started} {time.monotonic_ns()} {self._instance}"
         )
+
+    def work(self, envelope) -> None:
+        """What processing a message does, between its start and end times."""
+        if self._busy_s:
+            until = time.perf_counter() + self._busy_s
+            while time.perf_counter() < until:
+                pass
+
+
+class OwnershipCountTask(OwnershipTask):
+    """OwnershipTask that also counts messages per word in the changelogged store "counts", as
+    StoreCountTask does (message "m<i>" is word "w<i % 37>"), within each message's recorded span."""
+
+    def init(self, context) -> None:
+        super().init(context)
+        self.counts = context.get_store("counts")
+
+    def work(self, envelope) -> None:
+        super().work(envelope)
+        word = f"w{int(envelope.message[1:]) % 37}"
+        self.counts.put(word, (self.counts.get(word) or 0) + 1)

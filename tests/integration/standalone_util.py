@@ -1,15 +1,17 @@
 """Helpers for standalone-mode tests: a job's processors as processes, input that keeps flowing,
-what ZooKeeper says each processor owns, and the ownership evidence the tasks write."""
+what ZooKeeper says each processor owns, the ownership evidence the tasks write, and the word
+counts of a counting job against its input."""
 
 from __future__ import annotations
 
 import re
+import struct
 import threading
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 from typing import NamedTuple
 
-from kafka_util import Container, job_toml, produce, wait_until, write_config
+from kafka_util import Container, job_toml, produce, read_all, wait_until, write_config
 
 from samzamp.coordinator.zk import job_models
 from samzamp.coordinator.zk.client import connect
@@ -126,9 +128,11 @@ class ZkView:
             return None
         return version, job_models.read_job_model(self.client, self.keys, version)
 
-    def wait_stable(self, processors: list[Processor], timeout: float = 90) -> tuple[int, dict[str, set[str]]]:
-        """Until the newest version gives tasks to exactly ``processors`` and each applied it; that
-        version and what each owns in it."""
+    def wait_stable(
+        self, processors: list[Processor], timeout: float = 90, after: int = 0
+    ) -> tuple[int, dict[str, set[str]]]:
+        """Until the newest version (one newer than ``after``) gives tasks to exactly ``processors``
+        and each applied it; that version and what each owns in it."""
         found: list[tuple[int, JobModel]] = []
 
         def stable() -> bool:
@@ -139,7 +143,7 @@ class ZkView:
             if latest is None:
                 return False
             version, model = latest
-            if set(model.containers) != {p.pid for p in processors}:
+            if version <= after or set(model.containers) != {p.pid for p in processors}:
                 return False
             if not all(version in p.applied() for p in processors):
                 return False
@@ -208,3 +212,29 @@ def missing_offsets(records: list[Record], written: int, partitions: int) -> lis
     for i in range(written):
         per[i % partitions] += 1
     return sorted((p, o) for p, n in per.items() for o in range(n) if (p, o) not in seen)
+
+
+WORDS = 37  # message "m<i>" is word "w<i % 37>" (StoreCountTask, OwnershipCountTask)
+
+
+def changelog_counts(bootstrap: str, changelog: str, model: JobModel) -> dict[str, dict[str, int]]:
+    """Task -> word -> count in the store "counts" as its changelog ends: the stores' committed
+    state once their processors stopped cleanly (a transactional restore reverts in the changelog
+    what a task wrote past its checkpoint). ``model``: where each task's changelog partition is."""
+    task_of = {t.changelog_partition: name for name, t in model.tasks.items()}
+    counts: dict[str, dict[str, int]] = {name: {} for name in task_of.values()}
+    for m in read_all(bootstrap, changelog, sorted(task_of)):
+        store = counts[task_of[m.partition()]]
+        if m.value() is None:
+            store.pop(m.key().decode(), None)
+        else:
+            store[m.key().decode()] = struct.unpack(">q", m.value())[0]
+    return counts
+
+
+def input_counts(written: int, partitions: int) -> dict[str, dict[str, int]]:
+    """Task -> word -> count of the ``written`` messages ``produce`` wrote (round robin)."""
+    per: dict[str, Counter[str]] = {f"Partition {p}": Counter() for p in range(partitions)}
+    for i in range(written):
+        per[f"Partition {i % partitions}"][f"w{i % WORDS}"] += 1
+    return {t: dict(c) for t, c in per.items()}

@@ -18,7 +18,9 @@ from standalone_util import (
     InputFlow,
     Processor,
     ZkView,
+    changelog_counts,
     check_ownership,
+    input_counts,
     missing_offsets,
     moved,
     ownership_records,
@@ -263,6 +265,55 @@ def test_a_processor_paused_past_its_session_abandons_its_tasks_and_rejoins(
     frozen = [r for r in records if r.processor == "p2" and r.start_ns < all_frozen and r.end_ns > continued]
     assert len(frozen) <= max(1, pool), frozen
     check_ownership([r for r in records if r not in frozen])
+
+
+def test_a_processor_whose_session_expired_opens_the_stores_of_the_tasks_it_gets_back(
+    broker, zookeeper, unique, tmp_path: Path
+) -> None:
+    """The job's only processor, frozen past its session: it joins again in the same process and gets
+    every task back, so it must have let go of their stores (closed, without a commit) when it
+    abandoned them; the counts come out exact from their checkpoints."""
+    bs = broker.bootstrap_servers
+    topic, changelog = f"in-{unique}", f"counts-log-{unique}"
+    create_topic(bs, topic, PARTITIONS)
+    job = f"st-{unique}"
+    cfg, rec = standalone_config(
+        tmp_path,
+        job,
+        topic,
+        zookeeper.connect_string,
+        session_ms=2000,
+        task_class="recording_tasks:OwnershipCountTask",
+        extra=counts_store(f"kafka.{changelog}"),
+        top="test.busy.us = 200",
+    )
+    view = ZkView(zookeeper.connect_string, job)
+    flow = InputFlow(bs, topic, PARTITIONS)
+    try:
+        p1 = Processor(cfg, bs, "p1", "A", f"job.logged.store.base.dir={tmp_path / 'state'}")
+        version, _ = view.wait_stable([p1])
+        wait_until(lambda: any(r.processor == "p1" for r in ownership_records(rec)), 60, "p1 to process", p1)
+        os.kill(p1.proc.pid, signal.SIGSTOP)
+        wait_until(lambda: not view.client.get_children(view.keys.processors_dir), 30, "p1's session to expire")
+        continued = time.monotonic_ns()
+        os.kill(p1.proc.pid, signal.SIGCONT)
+        _, owners = view.wait_stable([p1], after=version)
+        assert owners == {"p1": ALL_TASKS}
+        assert "its ZooKeeper session expired" in p1.log_text()
+        written = _every_input_processed(flow, rec, p1)
+        assert p1.stop() == 0, p1.log_text()[-3000:]
+        latest = view.latest()
+        assert latest is not None
+        assert changelog_counts(bs, changelog, latest[1]) == input_counts(written, PARTITIONS)
+    finally:
+        flow.stop()
+        view.close()
+    records = ownership_records(rec)
+    tenures = {r.instance for r in records if r.start_ns < continued}
+    assert tenures
+    late = [r for r in records if r.instance in tenures and r.start_ns > continued]
+    assert not late, f"p1 processed {len(late)} messages of its abandoned tasks after it was continued: {late[:3]}"
+    check_ownership(records)
 
 
 def test_rebucketing_a_running_standalone_job_is_refused(broker, zookeeper, unique, tmp_path: Path) -> None:

@@ -3,10 +3,8 @@
 SystemFailureError
 ├── ZkProtocolError   the job's coordination data was written by an incompatible protocol version
 ├── ZkValueError      a value stored on ZooKeeper is torn, corrupt or not samzamp's
-├── ZkSessionError    the processor stayed disconnected from ZooKeeper past its session timeout
-│   └── ZkSessionExpired   its session expired: it abandons its tasks and joins again
 └── MembershipExpired (samzamp.coordinator.job_coordinator)
-    └── ZkSessionExpired
+    └── ZkSessionExpired   its session expired: it abandons its tasks and joins again
 """
 
 from __future__ import annotations
@@ -14,7 +12,7 @@ from __future__ import annotations
 from samzamp.api.errors import SystemFailureError
 from samzamp.coordinator.job_coordinator import MembershipExpired
 
-__all__ = ["ZkProtocolError", "ZkSessionError", "ZkSessionExpired", "ZkValueError"]
+__all__ = ["ZkProtocolError", "ZkSessionExpired", "ZkValueError"]
 
 
 class ZkProtocolError(SystemFailureError):
@@ -47,10 +45,6 @@ class ZkValueError(SystemFailureError):
         self.problem = problem
 
 
-class ZkSessionError(SystemFailureError):
-    """The processor stayed disconnected from ZooKeeper past its session timeout: it stops."""
-
-
-class ZkSessionExpired(ZkSessionError, MembershipExpired):
+class ZkSessionExpired(MembershipExpired):
     """The processor's ZooKeeper session expired: its tasks may run elsewhere now. It abandons them
     without a commit and joins the job again as a new member."""

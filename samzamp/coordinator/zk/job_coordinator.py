@@ -27,15 +27,24 @@ Everything runs on the processor's event loop, one event at a time; kazoo's call
 threads) only queue events, and blocking ZooKeeper calls run in a thread (an event that meets a
 dropped connection is handled again). The session: a heartbeat keeps a lease (``lease_valid``), the
 time within which the session is known to be alive, and the processor processes only inside it
-(``JobCoordinatorListener.fence``, ``on_lease``). An expired session fails the processor with
-``ZkSessionExpired``, a ``MembershipExpired`` (``on_coordinator_failure``): it abandons its
-tasks without a commit, since another processor may own them by then, and joins again; a
-disconnection longer than the session timeout fails it with ``ZkSessionError``: it stops.
+(``JobCoordinatorListener.fence``, ``on_lease``).
+
+ZooKeeper away (a dropped connection, a server stopped, frozen or cut off): the processor goes on
+until its lease ends, then processes nothing and waits, holding its tasks, for as long as it takes.
+Only ZooKeeper can say whether the session outlived the silence, so nothing is decided before it
+answers. When it does: a session alive means no other processor was given these tasks (they move
+only once a session ended), so the processor renews its lease at once and goes on with them: a
+restarted server keeps its sessions, so a ZooKeeper restart moves no task. An expired session fails
+the processor with ``ZkSessionExpired``, a ``MembershipExpired`` (``on_coordinator_failure``): it
+abandons its tasks without a commit, since another processor may own them by then, and joins again.
+Stopping instead after a silence as long as the session, as Samza's processor does, would only
+trade the lease's pause for a restart, and gain no safety: the lease already stops the processing.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import time
@@ -60,7 +69,7 @@ from samzamp.coordinator.job_coordinator import JobCoordinatorListener, ModelCal
 from samzamp.coordinator.zk import job_models
 from samzamp.coordinator.zk.barrier import BarrierState, complete_if_joined, join, time_out
 from samzamp.coordinator.zk.client import connect
-from samzamp.coordinator.zk.errors import ZkSessionError, ZkSessionExpired
+from samzamp.coordinator.zk.errors import ZkSessionExpired
 from samzamp.coordinator.zk.keys import ZkKeys, decode_name, ensure_root
 from samzamp.coordinator.zk.registry import leader_of, read_processors, register
 from samzamp.metrics.registry import MetricsRegistry
@@ -104,7 +113,8 @@ class ZkJobCoordinator:
         self.leader = False
         self._debounce: asyncio.TimerHandle | None = None
         self._barrier_timer: asyncio.TimerHandle | None = None
-        self._disconnected: asyncio.TimerHandle | None = None
+        self._suspended = False  # disconnected from ZooKeeper, its session's fate unknown
+        self._lapse: asyncio.TimerHandle | None = None  # when the lease of a suspended processor ends
         self._published = 0  # the last version this processor published as leader
         self._seen = 0  # the newest version this processor acted on
         self._joined = 0  # the newest version whose barrier this processor joined
@@ -121,6 +131,7 @@ class ZkJobCoordinator:
         # timeout; LEASE_SHARE of that leaves room for clocks and a server that granted less.
         self._lease_until = 0.0
         self._heartbeat: asyncio.Task[None] | None = None
+        self._renew_now = asyncio.Event()  # connected again: renew the lease without waiting a period
 
     # -- lifetime -------------------------------------------------------------------------------
     async def start(self, listener: JobCoordinatorListener) -> None:
@@ -160,7 +171,7 @@ class ZkJobCoordinator:
     async def stop(self) -> None:
         """Leave the job: the node goes, so the leader rebalances the tasks this processor stopped."""
         self._stopping = True
-        for timer in (self._debounce, self._barrier_timer, self._disconnected):
+        for timer in (self._debounce, self._barrier_timer, self._lapse):
             if timer is not None:
                 timer.cancel()
         for task in (self._worker, self._heartbeat):
@@ -434,13 +445,17 @@ class ZkJobCoordinator:
         while True:
             sent = time.monotonic()
             try:
+                # While disconnected the call waits for the connection: its answer, from ``sent``
+                # on, renews nothing that has lapsed meanwhile.
                 stat = await asyncio.to_thread(client.exists, node_path)
             except Exception as e:  # disconnected: the session listener decides what that means
                 log.debug("lease of processor %s not renewed: %s", self.processor_id, e)
             else:
                 if stat is not None and stat.ephemeralOwner == client.client_id[0]:
                     self._set_lease(sent + LEASE_SHARE * self._zk.session_timeout_ms / 1000)
-            await asyncio.sleep(period)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._renew_now.wait(), period)
+            self._renew_now.clear()
 
     def _set_lease(self, until: float) -> None:
         self._lease_until = until
@@ -452,22 +467,40 @@ class ZkJobCoordinator:
         if state == KazooState.LOST:
             self._set_lease(0.0)
             await self._fail(self._expired())
-        elif state == KazooState.SUSPENDED:
-            if self._disconnected is None:
-                log.warning("processor %s: disconnected from ZooKeeper", self.processor_id)
-                self._disconnected = self._loop.call_later(
-                    self._zk.session_timeout_ms / 1000,
-                    self._post,
-                    "fail",
-                    ZkSessionError(
-                        f"processor {self.processor_id}: disconnected from ZooKeeper for longer than "
-                        f"job.coordinator.zk.session.timeout.ms = {self._zk.session_timeout_ms}"
-                    ),
+        elif state == KazooState.SUSPENDED and not self._suspended:
+            self._suspended = True
+            left = self._lease_until - time.monotonic()
+            if left > 0:
+                log.warning(
+                    "processor %s: disconnected from ZooKeeper: it processes %.1f s more (its lease), then waits "
+                    "for ZooKeeper",
+                    self.processor_id,
+                    left,
                 )
-        elif state == KazooState.CONNECTED and self._disconnected is not None:
-            log.info("processor %s: connected to ZooKeeper again", self.processor_id)
-            self._disconnected.cancel()
-            self._disconnected = None
+            else:  # kazoo noticed only after the lease ended (a server that stopped answering)
+                log.warning("processor %s: disconnected from ZooKeeper", self.processor_id)
+            self._lapse = self._loop.call_later(max(0.0, left), self._lease_lapsed)
+        elif state == KazooState.CONNECTED and self._suspended:
+            self._suspended = False
+            if self._lapse is not None:
+                self._lapse.cancel()
+                self._lapse = None
+            log.info(
+                "processor %s: connected to ZooKeeper again, its session alive: it goes on with its tasks",
+                self.processor_id,
+            )
+            self._renew_now.set()
+
+    def _lease_lapsed(self) -> None:
+        """The lease of a processor still disconnected ran out: say what it does now."""
+        self._lapse = None
+        if self._suspended and not self.lease_valid():
+            log.warning(
+                "processor %s: processing paused: ZooKeeper did not answer within its lease; it holds its tasks "
+                "and waits for ZooKeeper (its session alive: it goes on with them; expired: it abandons them "
+                "without a commit and joins the job again)",
+                self.processor_id,
+            )
 
     def _expired(self) -> ZkSessionExpired:
         return ZkSessionExpired(
