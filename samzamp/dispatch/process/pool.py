@@ -12,8 +12,9 @@ worker are read when its ring's data fd becomes readable.
 
 Process boundaries, both ways:
 - a worker that dies (any signal, any exit before ``Stop``) is seen at once through a pidfd on the
-  event loop; the pool reads what the worker sent before dying, then fails the container with a
-  ``WorkerError`` naming the worker, its pid, how it ended and its tasks. A start, ``add_task`` or
+  event loop; the pool reads what the worker sent before dying, logs how it ended (exit code or
+  signal), then fails the container with a ``WorkerError`` naming the worker, its pid, how it ended
+  and its tasks, unless a ``Failed`` frame it sent explains it. A start, ``add_task`` or
   ``remove_task`` awaited on that worker fails with the same error rather than waiting forever;
 - the container dying kills its workers: each sets PR_SET_PDEATHSIG(SIGKILL), and a worker blocked on
   a ring notices the container is gone within ~100 ms anyway.
@@ -88,6 +89,7 @@ class WorkerHandle:
         self.exited = False
         self.released = False
         self.waiting_for_room = False
+        self.reported = False  # it sent a Failed frame: its exit is the consequence, not the news
         self.messages = 0
         self.busy_ns = 0
 
@@ -284,6 +286,7 @@ class WorkerPool:
             # the answer; anything else the worker fails is the container's failure.
             answered = (t < 0 and w.ready is not None and not w.ready.done()) or t in w.adding or t in w.removing
             w.stopping = True  # it exits now; the failure is the news, not the exit
+            w.reported = True
             self._failed(w, err)
             if not answered:
                 self._on_failure(err)
@@ -396,10 +399,10 @@ class WorkerPool:
         assert w.process is not None
         code = w.process.wait()
         self._on_readable(w)  # what it sent before it went (a Failed frame explains more than its exit)
-        how = f"was killed by {signal.Signals(-code).name}" if code < 0 else f"exited with code {code}"
         if w.stopping and code == 0:
             self._fail_awaits(w, WorkerError(f"{w.describe()} stopped before it answered"))
             return
+        how = self._log_exit(w, code)
         err = WorkerError(
             f"{w.describe()} {how}; the container stops without checkpointing its unfinished work "
             "(restart it to resume from the last checkpoint)"
@@ -409,6 +412,14 @@ class WorkerPool:
             w.stopped.set_result(None)
         if not w.stopping:
             self._on_failure(err)
+
+    def _log_exit(self, w: WorkerHandle, code: int) -> str:
+        """Log how ``w`` ended, other than by ``Stop`` (its exit code, or the signal that killed it),
+        and return it: a warning unless its failure or the pool's kill of it was already the news."""
+        how = f"was killed by {_signal_name(-code)}" if code < 0 else f"exited with code {code}"
+        level = logging.INFO if w.reported or w.stopping else logging.WARNING
+        log.log(level, "%s %s", w.describe(), how)
+        return how
 
     # -- stop -----------------------------------------------------------------------------------
     async def stop(self, timeout_s: float = 30.0) -> None:
@@ -433,10 +444,14 @@ class WorkerPool:
             if w.released:
                 continue
             w.released = True
+            if w.process is not None:
+                code = w.process.poll()
+                if code is None:
+                    w.process.kill()
+                    w.process.wait()
+                elif not w.exited and not (w.stopping and code == 0):  # ended unseen: say how all the same
+                    self._log_exit(w, code)
             w.stopping = True
-            if w.process is not None and w.process.poll() is None:
-                w.process.kill()
-                w.process.wait()
             w.exited = True
             for fd in (w.pidfd, w.rx.fileno(), w.tx.fileno()):
                 if fd >= 0:
@@ -460,6 +475,13 @@ class WorkerPool:
         m.gauge(group, "ring-from-worker-bytes-used", fn=lambda: None if w.exited else w.rx.statistics().bytes_used)
         m.gauge(group, "outbox-frames", fn=lambda: len(w.outbox))
         m.gauge(group, "rss-bytes", fn=lambda: _rss(w.pid))
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:  # a real-time signal, which has no name of its own
+        return f"signal {number}"
 
 
 def _rss(pid: int) -> int | None:
