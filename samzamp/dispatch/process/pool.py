@@ -16,6 +16,10 @@ Process boundaries, both ways:
   signal), then fails the container with a ``WorkerError`` naming the worker, its pid, how it ended
   and its tasks, unless a ``Failed`` frame it sent explains it. A start, ``add_task`` or
   ``remove_task`` awaited on that worker fails with the same error rather than waiting forever;
+- a worker that closed its end of the loop's ring is exiting: frames for it are dropped. Why it
+  went (the ``Failed`` frame it sent before it closed, or its exit) reaches the loop next, through
+  its ring's fd and its pidfd; a send that raised instead would make the closed ring the
+  container's failure, ahead of the worker's own;
 - the container dying kills its workers: each sets PR_SET_PDEATHSIG(SIGKILL), and a worker blocked on
   a ring notices the container is gone within ~100 ms anyway.
 
@@ -43,7 +47,7 @@ from samzamp.api.envelope import SystemStreamPartition
 from samzamp.api.errors import CallbackTimeoutError, ConfigError, SerdeError, TaskError, WorkerError
 from samzamp.dispatch.process import frames as f
 from samzamp.dispatch.process.calls import CallSlot
-from samzamp.ipc import EndOfQueue, Ring, create_ring
+from samzamp.ipc import EndOfQueue, PeerGone, Ring, create_ring
 from samzamp.metrics.registry import MetricsRegistry
 from samzamp.model.job_model import TaskModel
 from samzamp.storage.manager import RestoreReport
@@ -53,6 +57,8 @@ __all__ = ["WorkerHandle", "WorkerPool", "failure_of"]
 log = logging.getLogger(__name__)
 
 FrameHandler = Callable[[Any], None]
+
+WORKER_ARGV = (sys.executable, "-m", "samzamp.worker")  # how a worker process is started
 
 
 def failure_of(frame: f.Failed) -> BaseException:
@@ -89,6 +95,7 @@ class WorkerHandle:
         self.exited = False
         self.released = False
         self.waiting_for_room = False
+        self.receiver_closed = False  # it closed its end of the loop's ring: it is exiting
         self.reported = False  # it sent a Failed frame: its exit is the consequence, not the news
         self.messages = 0
         self.busy_ns = 0
@@ -124,7 +131,7 @@ class WorkerPool:
         for w in self.workers:
             fds = [*w.to_worker.fds(), *w.from_worker.fds(), w.calls.fd]
             w.process = subprocess.Popen(
-                [sys.executable, "-m", "samzamp.worker"],
+                WORKER_ARGV,
                 stdin=subprocess.PIPE,
                 pass_fds=fds,
                 close_fds=True,
@@ -220,6 +227,8 @@ class WorkerPool:
                 f"{self.max_frame} bytes; raise job.container.worker.ring.bytes"
             )
             raise WorkerError(msg)
+        if w.receiver_closed:
+            return
         w.outbox.append(frame)
         if not w.waiting_for_room:
             self._push(w)
@@ -228,7 +237,11 @@ class WorkerPool:
         outbox = w.outbox
         while outbox:
             batch = list(outbox)
-            n = w.tx.send_many_nowait(batch)
+            try:
+                n = w.tx.send_many_nowait(batch)
+            except PeerGone:
+                self._receiver_closed(w)
+                return
             for _ in range(n):
                 outbox.popleft()
             if n < len(batch) and not w.tx.arm(len(outbox[0]) + 8):  # armed: wait for room
@@ -241,6 +254,14 @@ class WorkerPool:
         self._loop.remove_reader(w.tx.fileno())
         w.waiting_for_room = False
         self._push(w)
+
+    def _receiver_closed(self, w: WorkerHandle) -> None:
+        """``w`` closed its end of the loop's ring: it is exiting, and reads nothing more. Its last
+        frames (a ``Failed`` one, sent before it closed) and its exit reach the loop through its ring's
+        fd and its pidfd, which are ready now: what it was sent goes nowhere."""
+        log.debug("%s closed its end of the ring; %d frames for it dropped", w.describe(), len(w.outbox))
+        w.receiver_closed = True
+        w.outbox.clear()
 
     # -- receiving ------------------------------------------------------------------------------
     def _on_readable(self, w: WorkerHandle) -> None:
