@@ -36,9 +36,9 @@ STORE_FULL = "store 'counts' of task 'T' in /state/counts/T: no space left on it
 def _play_worker(role: str) -> int:
     """A worker as the pool sees one: Ready, then ``TaskAdded`` for the first task. Then it reports
     the task failed at the next frame the loop sends (``failed``), or once the loop waits for room
-    in the ring, reading nothing more (``failed-when-full``), or says nothing at the next frame
-    (``silent``); it closes its ends of the rings and exits 1 (a real worker's ends close as its
-    process ends)."""
+    in the ring, reading nothing more (``failed-when-full``), or reports itself failed (task -1) at
+    the next frame (``broken``), or says nothing at the next frame (``silent``); it closes its ends
+    of the rings and exits 1 (a real worker's ends close as its process ends)."""
     spec = msgspec.json.decode(sys.stdin.buffer.read(), type=f.WorkerSpec)
     rx = attach_ring(spec.to_worker).receiver()
     tx = attach_ring(spec.from_worker).sender()
@@ -53,7 +53,9 @@ def _play_worker(role: str) -> int:
             time.sleep(0.001)
     else:
         rx.receive(timeout=30)
-    if role != "silent":
+    if role == "broken":
+        tx.send(f.encode(f.Failed(-1, "ValidationError", "Expected `array`, got `int`")), timeout=30)
+    elif role != "silent":
         tx.send(f.encode(f.Failed(add.task, "StoreError", STORE_FULL)), timeout=30)
     rx.close()
     tx.close()
@@ -163,6 +165,26 @@ def test_a_worker_that_exits_without_a_word_fails_the_container_with_its_exit_co
     assert str(run.failures[0]).startswith(f"worker 0 (pid {pid}; tasks 'T') exited with code 1; ")
     exits = [(r.levelno, r.getMessage()) for r in caplog.records if "exited with code" in r.getMessage()]
     assert exits == [(logging.WARNING, f"worker 0 (pid {pid}; tasks 'T') exited with code 1")]
+
+
+def test_a_worker_failed_outside_its_tasks_fails_the_container_naming_the_worker(scripted: Any) -> None:
+    run = scripted("broken")
+
+    async def main() -> int:
+        pool = await run.started()
+        w = pool.workers[0]
+        try:
+            pool.send(0, f.encode(f.Window(0)))
+            assert run.failed is not None
+            await run.failed
+        finally:
+            pool.kill()
+        return w.pid
+
+    pid = asyncio.run(main())
+    assert [str(e) for e in run.failures] == [
+        f"worker 0 (pid {pid}; tasks 'T') failed: ValidationError: Expected `array`, got `int`"
+    ]
 
 
 def test_an_exit_the_loop_has_not_seen_yet_is_logged_when_the_pool_is_killed(

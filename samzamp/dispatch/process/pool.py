@@ -293,8 +293,9 @@ class WorkerPool:
             t = frame.task
             if t < 0 and frame.kind == "ConfigError":  # the job as the worker read it: exit 2, as here
                 err: BaseException = ConfigError(frame.key, f"{frame.message} ({w.describe()})")
-            elif t < 0:
-                err = WorkerError(f"{w.describe()} could not start: {frame.kind}: {frame.message}")
+            elif t < 0:  # the worker's own failure: at start, or later outside every task
+                what = "could not start" if w.ready is not None and not w.ready.done() else "failed"
+                err = WorkerError(f"{w.describe()} {what}: {frame.kind}: {frame.message}")
             elif t in w.adding:
                 err = WorkerError(
                     f"{w.describe()} could not start task {w.task_names[t]!r}: {frame.kind}: {frame.message}"
