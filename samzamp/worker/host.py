@@ -12,8 +12,8 @@ task's messages are processed one at a time in the order the loop sent them.
 If the container dies the worker dies with it: PR_SET_PDEATHSIG(SIGKILL) where Linux has it, and a
 blocked ring call notices the loop's process is gone (``PeerGone``) in any case.
 
-Exit codes: 0 after ``Stop``; 3 when the container's process went away; 1 on an unexpected error
-(reported as ``Failed`` if the ring still works).
+Exit codes: 0 after ``Stop``; 3 when the container's process went away; 1 on an error, reported
+as ``Failed`` first if the ring still works.
 """
 
 from __future__ import annotations
@@ -212,7 +212,20 @@ class Worker:
         request, window done, commit ready, yielded) goes at once: the loop waits for it. At each
         report, inside a batch too, the worker reads what the loop sent meanwhile, so that a
         ``Yield`` stops the task's work within one report interval (or one message, if longer).
+
+        An error no frame's handler answers (this worker's own, not a task's: a bug) is answered
+        all the same, as ``Failed`` for the worker (task -1) with its stack in the log: the
+        container's failure says what it was, not only that this worker exited.
         """
+        try:
+            self._serve()
+        except (_Stopped, PeerGone):
+            raise
+        except Exception as e:
+            log.exception("worker %d failed", self.index)
+            self.fail(-1, e)
+
+    def _serve(self) -> None:
         rx = self.rx
         inbox = self.inbox
         while True:

@@ -5,7 +5,7 @@ index their ``AddTask`` gave, and a frame for an index the worker does not hold 
 
 The worker runs in-process (``serve``) on a scripted loop: each step of the script is what the loop
 sends next, and runs once the worker has answered everything before it, so a step can look at
-the worker's state (a store's lock) at that point.
+the worker's state (a store's lock) at that point; a step may give raw bytes, sent as they are.
 """
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ class ScriptedLoop:
     def receive_many(self, timeout: float) -> list[bytes]:
         step = self.script.popleft()
         frames = step() if callable(step) else step
-        return [f.encode(fr) for fr in frames]
+        return [fr if isinstance(fr, bytes) else f.encode(fr) for fr in frames]
 
     def receive_many_nowait(self) -> list[bytes]:
         return []
@@ -238,3 +238,12 @@ def test_a_task_whose_init_fails_is_answered_with_failed_naming_the_task(state: 
     assert sent[0].kind == "TaskError"
     assert "'Partition 0'" in sent[0].message
     assert "init failed on purpose" in sent[0].message
+
+
+def test_an_error_no_frame_handler_answers_is_answered_with_failed_for_the_worker(
+    state: Path, events: list[str]
+) -> None:
+    """Here a record that is no frame: the worker's own failure (a bug), reported before it leaves."""
+    sent = _serve(state, [[f.AddTask(0, A)], [b"not a frame"]])
+    assert _kinds(sent) == [("TaskAdded", 0), ("Failed", -1)]
+    assert (sent[-1].kind, sent[-1].message) == ("ValidationError", "Expected `array`, got `int`")

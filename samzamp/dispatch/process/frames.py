@@ -303,8 +303,9 @@ class CommitReady(_Frame):
 
 
 class Failed(_Frame):
-    """A task failed; ``message`` already names the task, SSP and offset. A ``ConfigError`` (at
-    start: the worker's own plan of the job) carries its key, and its problem as the message."""
+    """A task failed; ``message`` already names the task, SSP and offset. Task -1: the worker itself
+    failed (at start, or outside every task). A ``ConfigError`` (at start: the worker's own plan of
+    the job) carries its key, and its problem as the message."""
 
     task: int
     kind: str  # the exception's class name, for task.ignored.exceptions reporting

@@ -12,9 +12,14 @@ worker are read when its ring's data fd becomes readable.
 
 Process boundaries, both ways:
 - a worker that dies (any signal, any exit before ``Stop``) is seen at once through a pidfd on the
-  event loop; the pool reads what the worker sent before dying, then fails the container with a
-  ``WorkerError`` naming the worker, its pid, how it ended and its tasks. A start, ``add_task`` or
+  event loop; the pool reads what the worker sent before dying, logs how it ended (exit code or
+  signal), then fails the container with a ``WorkerError`` naming the worker, its pid, how it ended
+  and its tasks, unless a ``Failed`` frame it sent explains it. A start, ``add_task`` or
   ``remove_task`` awaited on that worker fails with the same error rather than waiting forever;
+- a worker that closed its end of the loop's ring is exiting: frames for it are dropped. Why it
+  went (the ``Failed`` frame it sent before it closed, or its exit) reaches the loop next, through
+  its ring's fd and its pidfd; a send that raised instead would make the closed ring the
+  container's failure, ahead of the worker's own;
 - the container dying kills its workers: each sets PR_SET_PDEATHSIG(SIGKILL), and a worker blocked on
   a ring notices the container is gone within ~100 ms anyway.
 
@@ -42,7 +47,7 @@ from samzamp.api.envelope import SystemStreamPartition
 from samzamp.api.errors import CallbackTimeoutError, ConfigError, SerdeError, TaskError, WorkerError
 from samzamp.dispatch.process import frames as f
 from samzamp.dispatch.process.calls import CallSlot
-from samzamp.ipc import EndOfQueue, Ring, create_ring
+from samzamp.ipc import EndOfQueue, PeerGone, Ring, create_ring
 from samzamp.metrics.registry import MetricsRegistry
 from samzamp.model.job_model import TaskModel
 from samzamp.storage.manager import RestoreReport
@@ -52,6 +57,8 @@ __all__ = ["WorkerHandle", "WorkerPool", "failure_of"]
 log = logging.getLogger(__name__)
 
 FrameHandler = Callable[[Any], None]
+
+WORKER_ARGV = (sys.executable, "-m", "samzamp.worker")  # how a worker process is started
 
 
 def failure_of(frame: f.Failed) -> BaseException:
@@ -88,6 +95,8 @@ class WorkerHandle:
         self.exited = False
         self.released = False
         self.waiting_for_room = False
+        self.receiver_closed = False  # it closed its end of the loop's ring: it is exiting
+        self.reported = False  # it sent a Failed frame: its exit is the consequence, not the news
         self.messages = 0
         self.busy_ns = 0
 
@@ -122,7 +131,7 @@ class WorkerPool:
         for w in self.workers:
             fds = [*w.to_worker.fds(), *w.from_worker.fds(), w.calls.fd]
             w.process = subprocess.Popen(
-                [sys.executable, "-m", "samzamp.worker"],
+                WORKER_ARGV,
                 stdin=subprocess.PIPE,
                 pass_fds=fds,
                 close_fds=True,
@@ -218,6 +227,8 @@ class WorkerPool:
                 f"{self.max_frame} bytes; raise job.container.worker.ring.bytes"
             )
             raise WorkerError(msg)
+        if w.receiver_closed:
+            return
         w.outbox.append(frame)
         if not w.waiting_for_room:
             self._push(w)
@@ -226,7 +237,11 @@ class WorkerPool:
         outbox = w.outbox
         while outbox:
             batch = list(outbox)
-            n = w.tx.send_many_nowait(batch)
+            try:
+                n = w.tx.send_many_nowait(batch)
+            except PeerGone:
+                self._receiver_closed(w)
+                return
             for _ in range(n):
                 outbox.popleft()
             if n < len(batch) and not w.tx.arm(len(outbox[0]) + 8):  # armed: wait for room
@@ -239,6 +254,14 @@ class WorkerPool:
         self._loop.remove_reader(w.tx.fileno())
         w.waiting_for_room = False
         self._push(w)
+
+    def _receiver_closed(self, w: WorkerHandle) -> None:
+        """``w`` closed its end of the loop's ring: it is exiting, and reads nothing more. Its last
+        frames (a ``Failed`` one, sent before it closed) and its exit reach the loop through its ring's
+        fd and its pidfd, which are ready now: what it was sent goes nowhere."""
+        log.debug("%s closed its end of the ring; %d frames for it dropped", w.describe(), len(w.outbox))
+        w.receiver_closed = True
+        w.outbox.clear()
 
     # -- receiving ------------------------------------------------------------------------------
     def _on_readable(self, w: WorkerHandle) -> None:
@@ -270,8 +293,9 @@ class WorkerPool:
             t = frame.task
             if t < 0 and frame.kind == "ConfigError":  # the job as the worker read it: exit 2, as here
                 err: BaseException = ConfigError(frame.key, f"{frame.message} ({w.describe()})")
-            elif t < 0:
-                err = WorkerError(f"{w.describe()} could not start: {frame.kind}: {frame.message}")
+            elif t < 0:  # the worker's own failure: at start, or later outside every task
+                what = "could not start" if w.ready is not None and not w.ready.done() else "failed"
+                err = WorkerError(f"{w.describe()} {what}: {frame.kind}: {frame.message}")
             elif t in w.adding:
                 err = WorkerError(
                     f"{w.describe()} could not start task {w.task_names[t]!r}: {frame.kind}: {frame.message}"
@@ -284,6 +308,7 @@ class WorkerPool:
             # the answer; anything else the worker fails is the container's failure.
             answered = (t < 0 and w.ready is not None and not w.ready.done()) or t in w.adding or t in w.removing
             w.stopping = True  # it exits now; the failure is the news, not the exit
+            w.reported = True
             self._failed(w, err)
             if not answered:
                 self._on_failure(err)
@@ -396,10 +421,10 @@ class WorkerPool:
         assert w.process is not None
         code = w.process.wait()
         self._on_readable(w)  # what it sent before it went (a Failed frame explains more than its exit)
-        how = f"was killed by {signal.Signals(-code).name}" if code < 0 else f"exited with code {code}"
         if w.stopping and code == 0:
             self._fail_awaits(w, WorkerError(f"{w.describe()} stopped before it answered"))
             return
+        how = self._log_exit(w, code)
         err = WorkerError(
             f"{w.describe()} {how}; the container stops without checkpointing its unfinished work "
             "(restart it to resume from the last checkpoint)"
@@ -409,6 +434,14 @@ class WorkerPool:
             w.stopped.set_result(None)
         if not w.stopping:
             self._on_failure(err)
+
+    def _log_exit(self, w: WorkerHandle, code: int) -> str:
+        """Log how ``w`` ended, other than by ``Stop`` (its exit code, or the signal that killed it),
+        and return it: a warning unless its failure or the pool's kill of it was already the news."""
+        how = f"was killed by {_signal_name(-code)}" if code < 0 else f"exited with code {code}"
+        level = logging.INFO if w.reported or w.stopping else logging.WARNING
+        log.log(level, "%s %s", w.describe(), how)
+        return how
 
     # -- stop -----------------------------------------------------------------------------------
     async def stop(self, timeout_s: float = 30.0) -> None:
@@ -433,10 +466,14 @@ class WorkerPool:
             if w.released:
                 continue
             w.released = True
+            if w.process is not None:
+                code = w.process.poll()
+                if code is None:
+                    w.process.kill()
+                    w.process.wait()
+                elif not w.exited and not (w.stopping and code == 0):  # ended unseen: say how all the same
+                    self._log_exit(w, code)
             w.stopping = True
-            if w.process is not None and w.process.poll() is None:
-                w.process.kill()
-                w.process.wait()
             w.exited = True
             for fd in (w.pidfd, w.rx.fileno(), w.tx.fileno()):
                 if fd >= 0:
@@ -460,6 +497,13 @@ class WorkerPool:
         m.gauge(group, "ring-from-worker-bytes-used", fn=lambda: None if w.exited else w.rx.statistics().bytes_used)
         m.gauge(group, "outbox-frames", fn=lambda: len(w.outbox))
         m.gauge(group, "rss-bytes", fn=lambda: _rss(w.pid))
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:  # a real-time signal, which has no name of its own
+        return f"signal {number}"
 
 
 def _rss(pid: int) -> int | None:
