@@ -445,16 +445,17 @@ class LmdbEngine:
     # -- reads ----------------------------------------------------------------------------------
     def get(self, key: bytes) -> bytes | None:
         """The value of ``key``, or None; ``StoreError`` when its checksum fails (never the value)."""
+        if not self._sealed:
+            with self._env.begin(db=self._data, buffers=False) as txn:
+                return cast("bytes | None", txn.get(key))
         with self._env.begin(db=self._data, buffers=True) as txn:
             stored = txn.get(key)
             if stored is None:
                 return None
-            if self._sealed:
-                value = unseal(key, stored)
-                if value is None:
-                    raise self._damaged(key)
-                return value
-            return bytes(stored)
+            value = unseal(key, stored)  # copies the value out of the map, while the transaction lasts
+        if value is None:
+            raise self._damaged(key)
+        return value
 
     def items(self, start: bytes | None = None, stop: bytes | None = None) -> Iterator[tuple[bytes, bytes]]:
         """Entries with ``start <= key < stop`` (None: unbounded), in key order. Reads one snapshot;
