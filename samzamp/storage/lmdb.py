@@ -447,7 +447,7 @@ class LmdbEngine:
         """The value of ``key``, or None; ``StoreError`` when its checksum fails (never the value)."""
         if not self._sealed:
             with self._env.begin(db=self._data, buffers=False) as txn:
-                return cast("bytes | None", txn.get(key))
+                return txn.get(key)
         with self._env.begin(db=self._data, buffers=True) as txn:
             stored = txn.get(key)
             if stored is None:
