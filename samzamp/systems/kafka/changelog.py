@@ -28,7 +28,7 @@ from samzamp.api.errors import SystemFailureError
 from samzamp.systems.kafka.assign import assign
 from samzamp.systems.kafka.client_config import EOF_READER, KafkaClientSettings, client_config
 from samzamp.systems.kafka.codes import AUTO_OFFSET_RESET, PARTITION_EOF
-from samzamp.systems.kafka.producer import PRODUCER_LINGER_MS
+from samzamp.systems.kafka.producer import IDEMPOTENT_CONNECT, PRODUCER_LINGER_MS
 
 if TYPE_CHECKING:
     from samzamp.config.settings import JobSettings
@@ -59,6 +59,7 @@ CHANGELOG_STALL_S = 60.0
 CHANGELOG_PRODUCER_DEFAULTS: dict[str, Any] = {
     "linger.ms": PRODUCER_LINGER_MS,
     "enable.idempotence": True,
+    **IDEMPOTENT_CONNECT,  # its producer id at once, not after librdkafka's 0.5-1 s retry
     "acks": "all",
     "queue.buffering.max.messages": 200000,
 }

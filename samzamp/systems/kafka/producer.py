@@ -15,7 +15,7 @@ from samzamp.systems.base import KeyedSend
 from samzamp.systems.kafka.client_config import ClientKind, KafkaClientSettings, client_config
 from samzamp.systems.partitioner import murmur2_partition
 
-__all__ = ["OUTPUT_PRODUCER_DEFAULTS", "KafkaSystemProducer"]
+__all__ = ["IDEMPOTENT_CONNECT", "OUTPUT_PRODUCER_DEFAULTS", "KafkaSystemProducer"]
 
 log = logging.getLogger(__name__)
 
@@ -31,10 +31,16 @@ PRODUCER_LINGER_MS = 100
 # the broker drops a batch the producer sent again after a lost response, and keeps each
 # partition's batches in the order sent, so a retry neither repeats nor reorders a key's outputs
 # (librdkafka then caps max.in.flight at 5 and retries until message.timeout.ms, 5 minutes).
+# An idempotent producer sends nothing before the broker gave it a producer id. librdkafka asks for
+# one at once, and with sparse connections (its default) finds no broker connected yet, so it asks
+# again only 0.5 or 1 s later: every container's first commit waited that long. Connecting to the
+# brokers at creation (IDEMPOTENT_CONNECT) has the id there within a round trip.
+IDEMPOTENT_CONNECT: dict[str, Any] = {"enable.sparse.connections": False}
 OUTPUT_PRODUCER_DEFAULTS: dict[str, Any] = {
     "linger.ms": PRODUCER_LINGER_MS,
     "partitioner": "murmur2_random",  # the Java client's placement of keyed messages
     "enable.idempotence": True,
+    **IDEMPOTENT_CONNECT,
     "acks": "all",
     "queue.buffering.max.messages": 200000,
     "delivery.report.only.error": True,
