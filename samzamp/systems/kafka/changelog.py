@@ -28,7 +28,7 @@ from samzamp.api.errors import SystemFailureError
 from samzamp.systems.kafka.assign import assign
 from samzamp.systems.kafka.client_config import EOF_READER, KafkaClientSettings, client_config
 from samzamp.systems.kafka.codes import AUTO_OFFSET_RESET, PARTITION_EOF
-from samzamp.systems.kafka.producer import IDEMPOTENT_CONNECT, PRODUCER_LINGER_MS
+from samzamp.systems.kafka.producer import IDEMPOTENT_CONNECT, PRODUCER_LINGER_MS, close_client
 
 if TYPE_CHECKING:
     from samzamp.config.settings import JobSettings
@@ -120,9 +120,14 @@ class ChangelogProducer:
         return self._newest.get((topic, partition))
 
     def stop(self) -> None:
+        """Deliver what is queued (10 s at most), then let the client go: its connections close now
+        rather than reconnect to a broker that is stopping too. A second call does nothing."""
+        if self._stopping:
+            return
         self._producer.flush(10)
         self._stopping = True
         self._thread.join(timeout=2)
+        close_client(self._producer)
 
 
 def changelog_producers(

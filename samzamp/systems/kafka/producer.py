@@ -15,7 +15,7 @@ from samzamp.systems.base import KeyedSend
 from samzamp.systems.kafka.client_config import ClientKind, KafkaClientSettings, client_config
 from samzamp.systems.partitioner import murmur2_partition
 
-__all__ = ["IDEMPOTENT_CONNECT", "OUTPUT_PRODUCER_DEFAULTS", "KafkaSystemProducer"]
+__all__ = ["IDEMPOTENT_CONNECT", "OUTPUT_PRODUCER_DEFAULTS", "KafkaSystemProducer", "close_client"]
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +45,14 @@ OUTPUT_PRODUCER_DEFAULTS: dict[str, Any] = {
     "queue.buffering.max.messages": 200000,
     "delivery.report.only.error": True,
 }
+
+
+def close_client(producer: Producer) -> None:
+    """Destroy a librdkafka producer now, closing its connections (confluent-kafka 2.x's close();
+    where it has none, the client goes with its last reference)."""
+    close = getattr(producer, "close", None)
+    if close is not None:
+        close()
 
 
 class KafkaSystemProducer:
@@ -141,6 +149,11 @@ class KafkaSystemProducer:
         return int(self._producer.flush(timeout_s))
 
     def stop(self) -> None:
+        """Deliver what is queued (10 s at most), then let the client go: its connections close now
+        rather than reconnect to a broker that is stopping too. A second call does nothing."""
+        if self._stopping:
+            return
         self._producer.flush(10)
         self._stopping = True
         self._thread.join(timeout=2)
+        close_client(self._producer)
