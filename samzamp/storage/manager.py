@@ -25,9 +25,12 @@ removed and restored the same way, so a value damaged while the task was stopped
 Without transactional restore the whole changelog (or its tail after ``L``) is replayed and nothing
 is reverted, as Samza's non-transactional restore does.
 
-Commit (step 4 of the commit pipeline, after the changelog producer was flushed): each store applies
-its write buffer to LMDB together with the newest acknowledged changelog offset, then writes its
-OFFSET file; the offsets become the checkpoint's state markers.
+Commit (step 4 of the commit pipeline, after the changelog producer was flushed): records in the
+task's changelog partition since its restore that the task did not write (a processor that lost the
+task while frozen delivers what its producer held when it runs again) have their keys written again
+with the store's current values (``_revert_foreign``); then each store applies its write buffer to
+LMDB together with the newest acknowledged changelog offset, and writes its OFFSET file; the offsets
+become the checkpoint's state markers.
 
 A store's files that the filesystem refuses to write (a full disk, an I/O error) raise ``StoreError``
 naming the store, the task and the directory; a commit that raises writes no checkpoint.
@@ -78,6 +81,8 @@ class ChangelogSink(Protocol):
 
     def newest(self, topic: str, partition: int) -> int | None: ...
 
+    def take_acked(self, topic: str, partition: int) -> list[tuple[int, int]]: ...
+
 
 @dataclass(frozen=True)
 class RestoreReport:
@@ -110,6 +115,10 @@ class TaskStorage:
         self._serdes = SerdeRegistry(settings.serializers)
         self.stores: dict[str, LmdbKeyValueStore] = {}
         self._offsets: dict[str, int] = {}
+        # Changelog -> the offset from which on every record in this task's partition must be this
+        # task's own (see ``_revert_foreign``): the partition's end when the store was restored,
+        # then past each record of its own acknowledged.
+        self._own_from: dict[SystemStream, int] = {}
         self._locks: list[int] = []
 
     def changelogs(self) -> list[Flushable]:
@@ -191,12 +200,16 @@ class TaskStorage:
         start = -2 if local is None else local + 1
         offset = -1 if local is None else local
         replayed = 0
-        from samzamp.systems.kafka.changelog import read_changelog
+        end: int | None = None  # the partition's end, once a read reached it
+        from samzamp.systems.kafka.changelog import ChangelogReader
 
+        self._producers[cl.system].take_acked(cl.stream, self._partition)  # a former tenure's, if any
         if cut is None or (cut >= 0 and start <= cut):
             progress = _Progress(st.name, self.task_name, None if cut is None or start < 0 else cut - start + 1)
             batch: list[tuple[bytes, bytes | None]] = []
-            for off, key, value in read_changelog(self._kafka[cl.system], cl.stream, self._partition, start, cut):
+            first = None if start < 0 else start
+            reader = ChangelogReader(self._kafka[cl.system], cl.stream, self._partition, first, cut)
+            for off, key, value in reader:
                 batch.append((key, value))
                 offset = off
                 replayed += 1
@@ -208,9 +221,14 @@ class TaskStorage:
                 offset = cut
             engine.apply(batch, offset)
             progress.done(replayed)
+            end = reader.end
         else:
             engine.apply([], offset)
-        reverted = self._revert_uncommitted(engine, cl, cut) if cut is not None else 0
+        reverted = 0
+        if cut is not None:
+            reverted, end = self._revert_uncommitted(engine, cl, cut)
+        assert end is not None  # a read without a cut, and the revert's, go to the partition's end
+        self._own_from[cl] = end
         if retained and offset >= 0:
             log.warning(
                 "store %r of task %r: no checkpoint records its changelog offset (a new task, a lost checkpoint "
@@ -287,12 +305,16 @@ class TaskStorage:
             return None, True
         return -1, False
 
-    def _revert_uncommitted(self, engine: LmdbEngine, cl: SystemStream, cut: int) -> int:
-        from samzamp.systems.kafka.changelog import read_changelog
+    def _revert_uncommitted(self, engine: LmdbEngine, cl: SystemStream, cut: int) -> tuple[int, int]:
+        """Write the restored value of every key written after ``cut`` again; how many keys, and
+        the partition's end before these writes."""
+        from samzamp.systems.kafka.changelog import ChangelogReader
 
-        keys = {key for _, key, _ in read_changelog(self._kafka[cl.system], cl.stream, self._partition, cut + 1, None)}
+        reader = ChangelogReader(self._kafka[cl.system], cl.stream, self._partition, cut + 1)
+        keys = {key for _, key, _ in reader}
+        assert reader.end is not None  # read to the end
         if not keys:
-            return 0
+            return 0, reader.end
         send = self._sender(cl)
         for key in sorted(keys):
             send(key, engine.get(key))
@@ -301,7 +323,57 @@ class TaskStorage:
             raise SystemFailureError(
                 f"task {self.task_name!r}: could not revert uncommitted writes in changelog {cl.system}.{cl.stream}"
             )
-        return len(keys)
+        return len(keys), reader.end
+
+    def _revert_foreign(self, cl: SystemStream, stores: list[LmdbKeyValueStore]) -> None:
+        """Commit step 4, before the marker is taken: write again, with the values the store holds
+        now, every key of a record in this task's changelog partition that this task did not write.
+
+        Only this task writes its partition, but a process that ran it before and lost it without
+        knowing yet (frozen past its ZooKeeper session, then continued) still holds records in its
+        producer's queue, and its producer delivers them the moment it runs again, before anything
+        can stop it: they land after this task's own records, with values this task never had. A
+        checkpoint whose marker covered them would restore those values; writing the keys again
+        after them makes the changelog up to the marker this task's state again. They are the
+        offsets past the partition's end at restore that this task's own records did not get (every
+        record it sent is acknowledged by now: step 3 flushed them). Records past the newest of its
+        own are outside the marker: a later commit finds them, or the next restore reverts them."""
+        from samzamp.systems.kafka.changelog import read_changelog
+
+        producer = self._producers[cl.system]
+        while True:
+            expected = self._own_from[cl]
+            foreign: list[tuple[int, int]] = []
+            for first, last in producer.take_acked(cl.stream, self._partition):
+                if first > expected:
+                    foreign.append((expected, first - 1))
+                expected = max(expected, last + 1)
+            self._own_from[cl] = expected
+            if not foreign:
+                return
+            keys: set[bytes] = set()
+            for first, last in foreign:
+                keys.update(
+                    k for _, k, _ in read_changelog(self._kafka[cl.system], cl.stream, self._partition, first, last)
+                )
+            log.warning(
+                "task %r: changelog %s holds %d record(s) it did not write, at offsets %s (a process that ran "
+                "the task before wrote them after it lost the task); writing the current values of their %d "
+                "keys again",
+                self.task_name,
+                self._changelog_name(cl),
+                sum(last - first + 1 for first, last in foreign),
+                ", ".join(f"{a}-{b}" if a < b else str(a) for a, b in foreign),
+                len(keys),
+            )
+            send = self._sender(cl)
+            for key in sorted(keys):
+                send(key, next((v for v in (s.current(key) for s in stores) if v is not None), None))
+            if producer.flush(60) != 0 or producer.take_errors(cl.stream, self._partition):
+                raise SystemFailureError(
+                    f"task {self.task_name!r}: could not write over records it did not write in changelog "
+                    f"{self._changelog_name(cl)}"
+                )
 
     def _sender(self, cl: SystemStream) -> Callable[[bytes, bytes | None], None]:
         topic, partition = cl.stream, self._partition
@@ -317,6 +389,16 @@ class TaskStorage:
         """Commit step 4 (the changelog producer is flushed): apply every store's writes at the newest
         acknowledged changelog offset, write the OFFSET files; returns the checkpoint's state markers."""
         markers: dict[str, str] = {}
+        writers: dict[SystemStream, list[LmdbKeyValueStore]] = {}
+        for name, store in self.stores.items():
+            cl = self._settings.stores[name].changelog
+            if cl is not None:
+                writers.setdefault(cl, []).append(store)
+        for cl, stores in writers.items():
+            try:
+                self._revert_foreign(cl, stores)
+            except StoreError as e:
+                raise e.of(stores[0].name, self.task_name) from e
         for name, store in self.stores.items():
             st = self._settings.stores[name]
             try:

@@ -238,6 +238,16 @@ class LmdbKeyValueStore:
         """Nothing to do: writes are durable at the next commit (see the module docstring)."""
 
     # -- engine side ------------------------------------------------------------------------------
+    def current(self, kb: bytes) -> bytes | None:
+        """The serialized value the store holds for the serialized key ``kb`` now (the write
+        buffer's, else LMDB's; None: none), as the changelog carries it."""
+        if kb in self._buffer:
+            return self._buffer[kb]
+        try:
+            return self.engine.get(kb)
+        except StoreError as e:
+            raise self._failed(e) from e
+
     def _iterate(self, start: bytes | None, stop: bytes | None) -> StoreIterator:
         # The buffer is bounded (SPILL_AT), so a sorted copy of its entries in range is too; its
         # values are the same objects, so later writes do not change what the iterator sees.

@@ -515,3 +515,46 @@ class OwnershipCountTask(OwnershipTask):
         super().work(envelope)
         word = f"w{int(envelope.message[1:]) % 37}"
         self.counts.put(word, (self.counts.get(word) or 0) + 1)
+
+
+class CampaignTask(StreamTask, InitableTask, CheckpointListenerTask, _Recorder):
+    """The fault campaign's job: counts words in the changelogged store "counts" as StoreCountTask
+    does ("m<i>" is word "w<i % 37>"), and writes evidence of what it does, unbuffered, as it does it.
+
+    ``<task>.<pid>.log``: an ``O`` line per message in OwnershipTask's format (who processed which
+    offset when; ``standalone_util.ownership_records`` reads them), written after the store write.
+    ``<task>.<pid>.commits``: ``C <processor.id> <partition> <last offset processed> <ns>`` when a
+    commit starts (everything processed so far is in the writes that commit applies to LMDB; -1:
+    nothing yet) and ``K <processor.id> <partition> <offset> <ns>`` once its checkpoint is written,
+    so a test that froze the task's worker can tell which counts LMDB holds as they are and which
+    wait in the store's write buffer, and where a processor's checkpoints are."""
+
+    def init(self, context) -> None:
+        self._open(context)
+        name = context.task_name.replace(" ", "_")
+        path = os.path.join(context.config["test.record.dir"], f"{name}.{os.getpid()}.commits")
+        self._commits = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        self.counts = context.get_store("counts")
+        self._instance = f"{os.getpid()}-{random.getrandbits(32):08x}"
+        self._processor = context.config.get("processor.id", "-")
+        self._partition = min(s.partition for s in context.ssps)
+        self._last = -1
+
+    def process(self, envelope, collector, coordinator) -> None:
+        started = time.monotonic_ns()
+        word = f"w{int(envelope.message[1:]) % 37}"
+        self.counts.put(word, (self.counts.get(word) or 0) + 1)
+        partition = envelope.system_stream_partition.partition
+        self._last = envelope.offset
+        self.record(
+            f"O {self._processor} {partition} {envelope.offset} {started} {time.monotonic_ns()} {self._instance}"
+        )
+
+    def before_commit(self) -> None:
+        line = f"C {self._processor} {self._partition} {self._last} {time.monotonic_ns()}\n"
+        os.write(self._commits, line.encode())
+
+    def on_checkpoint(self, offsets) -> None:
+        for ssp, offset in offsets.items():
+            line = f"K {self._processor} {ssp.partition} {offset} {time.monotonic_ns()}\n"
+            os.write(self._commits, line.encode())

@@ -16,6 +16,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from confluent_kafka import Producer
 from kafka_util import (
     Container,
     checkpointed_past,
@@ -294,6 +295,48 @@ def test_a_restore_never_resurrects_writes_no_checkpoint_covers(broker, unique, 
     wait_until(lambda: len(_restored_states(rec, new_pids)) >= PARTITIONS, 30, "state dumps", c)
     c.kill()
     assert _restored_states(rec, new_pids) == _counts_at(last)
+
+
+def test_a_record_another_process_wrote_into_a_task_s_changelog_is_written_over_before_a_checkpoint_covers_it(
+    broker, unique, tmp_path: Path
+) -> None:
+    """A processor frozen past its session and then continued delivers the changelog records its
+    producer still held, after those of the task's new owner (test_fault_campaign finds them).
+    Here such a record is written by hand: w5 = 999999 in Partition 1's changelog partition, past
+    the task's own records. The task then writes other words only; its next commit must write w5's
+    true count over the stranger's before its marker covers it, so that the restore of its last
+    checkpoint, from the changelog alone, is exact."""
+    n = 400
+    topic = f"in-{unique}"
+    seed_input(broker.bootstrap_servers, topic, PARTITIONS, n)
+    cfg, rec, state = _store_toml(tmp_path, unique, topic, "CheckpointedStoreCountTask")
+    pool = "job.container.thread.pool.size=2"
+    c = Container(cfg, broker.bootstrap_servers, pool, log=tmp_path / "run-0.log")
+    last = n // PARTITIONS - 1
+    wait_until(
+        lambda: {(p, last) for p in range(PARTITIONS)} <= {(p, o) for _, p, o in records(rec, "K")},
+        60,
+        "all checkpointed",
+        c,
+    )
+    stranger = Producer({"bootstrap.servers": broker.bootstrap_servers})
+    stranger.produce(f"counts-log-{unique}", struct.pack(">q", 999_999), b"w5", partition=1)
+    assert stranger.flush(30) == 0
+    more = [i for i in range(1000, 1040) if i % WORDS != 5]
+    for i in more:
+        stranger.produce(topic, f"m{i}".encode(), str(i).encode(), partition=1)
+    assert stranger.flush(30) == 0
+    end = last + len(more)
+    wait_until(lambda: (1, end) in {(p, o) for _, p, o in records(rec, "K")}, 60, "the new input checkpointed", c)
+    assert c.stop() == 0, c.log_text()[-3000:]
+    said = rf"task 'Partition 1': changelog kafka\.counts-log-{unique}\.1 holds 1 record\(s\) it did not write, at "
+    assert len(re.findall(rf"WARNING .*{said}offsets \d+ ", c.log_text())) == 1, c.log_text()[-3000:]
+    truth = _true_counts(n)
+    truth["Partition_1"] = dict(Counter(truth["Partition_1"]) + Counter(f"w{i % WORDS}" for i in more))
+    assert _store_contents(state) == truth, "the live stores are not the true counts"
+    shutil.rmtree(state)  # the changelog alone, to the last checkpoints
+    _run_through(cfg, broker, rec, 0, tmp_path / "run-1.log", pool)
+    assert _store_contents(state) == truth, "the stores restored from the changelog are not the true counts"
 
 
 def test_spark_restore_leaves_nothing_for_the_container_to_replay(broker, unique, tmp_path: Path) -> None:

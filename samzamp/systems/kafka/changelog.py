@@ -66,7 +66,10 @@ CHANGELOG_PRODUCER_DEFAULTS: dict[str, Any] = {
 
 
 class ChangelogProducer:
-    """Sends store changes; ``newest(topic, partition)`` is the highest acknowledged offset there.
+    """Sends store changes; ``newest(topic, partition)`` is the highest acknowledged offset there,
+    and ``take_acked`` the offsets its records got (as runs: a partition's reports come in offset
+    order), so that a task can tell its own records in its changelog partition from records another
+    process wrote there.
 
     Every changelog record gets a delivery report (that is how the offsets are learned); reports
     are served by a background thread and by ``flush``. Failures are kept per changelog partition,
@@ -80,8 +83,9 @@ class ChangelogProducer:
         self._producer = Producer(client_config(clients, "changelog-producer", CHANGELOG_PRODUCER_DEFAULTS, owned))
         self._produce = self._producer.produce
         self._newest: dict[tuple[str, int], int] = {}
+        self._acked: dict[tuple[str, int], list[list[int]]] = {}  # [first, last] runs of offsets
         self._errors: dict[tuple[str, int], list[str]] = {}
-        self._errors_lock = threading.Lock()  # failures are reported on two threads (see above)
+        self._reports_lock = threading.Lock()  # reports are served on two threads (see above)
         self._stopping = False
         self._thread = threading.Thread(target=self._serve, name="samzamp-changelog", daemon=True)
         self._thread.start()
@@ -89,10 +93,18 @@ class ChangelogProducer:
     def _on_delivery(self, err: KafkaError | None, msg: Any) -> None:
         key = (msg.topic(), msg.partition())
         if err is not None:
-            with self._errors_lock:
+            with self._reports_lock:
                 self._errors.setdefault(key, []).append(f"{key[0]}[{key[1]}]: {err.str()}")
             return
         offset = msg.offset()
+        with self._reports_lock:
+            runs = self._acked.get(key)
+            if runs is None:
+                self._acked[key] = [[offset, offset]]
+            elif runs[-1][1] + 1 == offset:
+                runs[-1][1] = offset
+            else:
+                runs.append([offset, offset])
         if offset > self._newest.get(key, -1):
             self._newest[key] = offset
 
@@ -113,11 +125,18 @@ class ChangelogProducer:
 
     def take_errors(self, topic: str, partition: int) -> list[str]:
         """Delivery failures of records sent to ``topic[partition]`` since the last call."""
-        with self._errors_lock:
+        with self._reports_lock:
             return self._errors.pop((topic, partition), [])
 
     def newest(self, topic: str, partition: int) -> int | None:
         return self._newest.get((topic, partition))
+
+    def take_acked(self, topic: str, partition: int) -> list[tuple[int, int]]:
+        """The offsets of the records sent to ``topic[partition]`` and acknowledged since the last
+        call, as sorted runs ``(first, last)`` of consecutive offsets."""
+        with self._reports_lock:
+            runs = self._acked.pop((topic, partition), [])
+        return sorted((first, last) for first, last in runs)
 
     def stop(self) -> None:
         """Deliver what is queued (10 s at most), then let the client go: its connections close now
