@@ -89,6 +89,8 @@ _DIRTY = b"dirty"
 _FORMAT = b"format"
 _CONVERTING = b"converting"
 _CONVERT_BATCH = 10_000
+_CONVERTING_WHAT = "converting its store format"
+_CUT_SHORT = "a conversion of its store format (stores.<name>.lmdb.checksums) was cut short"
 _RESTORE_ADVICE = (
     "nothing to do: the task's next start removes the store's files and restores it in full from its "
     "changelog (a store without a changelog starts empty)"
@@ -197,7 +199,7 @@ def check_env(path: Path) -> str | None:
     except lmdb.Error as e:
         return f"LMDB cannot read it: {type(e).__name__}: {e}"
     if fmt == _CONVERTING:
-        return "a conversion of its store format (stores.<name>.lmdb.checksums) was cut short"
+        return _CUT_SHORT
     return None
 
 
@@ -359,7 +361,7 @@ class LmdbEngine:
         if text == _CONVERTING:  # check_env refuses it; an engine opened without that check too
             raise StoreError(
                 str(self.path),
-                "a conversion of its store format (stores.<name>.lmdb.checksums) was cut short",
+                _CUT_SHORT,
                 "delete the directory: a changelogged store is then restored from its changelog",
             )
         if not text.isdigit() or int(text) not in FORMATS:
@@ -379,15 +381,15 @@ class LmdbEngine:
             log.info(
                 "store in %s: converting %d values from store format %d to %d", self.path, self.count(), self.format, to
             )
-            self._transact(lambda txn: txn.put(_FORMAT, _CONVERTING, db=self._meta))
+            self._transact(lambda txn: txn.put(_FORMAT, _CONVERTING, db=self._meta), _CONVERTING_WHAT)
             after: bytes | None = None
             while True:
                 batch = self._convert_batch(after, to)
                 if not batch:
                     break
                 after = batch[-1][0]
-                self._transact(partial(self._put_all, entries=batch))
-        self._transact(lambda txn: txn.put(_FORMAT, str(to).encode(), db=self._meta))
+                self._transact(partial(self._put_all, entries=batch), _CONVERTING_WHAT)
+        self._transact(lambda txn: txn.put(_FORMAT, str(to).encode(), db=self._meta), _CONVERTING_WHAT)
         self.format = to
 
     def _put_all(self, txn: lmdb.Transaction, entries: list[tuple[bytes, bytes]]) -> None:
@@ -410,7 +412,7 @@ class LmdbEngine:
         return out
 
     # -- checksums ----------------------------------------------------------------------------
-    def _open_value(self, key: bytes, stored: bytes) -> bytes:
+    def _open_value(self, key: bytes, stored: bytes | memoryview) -> bytes:
         """The value ``stored`` under ``key`` holds, once its checksum holds; else ``StoreError``."""
         value = unseal(key, stored)
         if value is None:
@@ -450,12 +452,8 @@ class LmdbEngine:
                 return txn.get(key)
         with self._env.begin(db=self._data, buffers=True) as txn:
             stored = txn.get(key)
-            if stored is None:
-                return None
-            value = unseal(key, stored)  # copies the value out of the map, while the transaction lasts
-        if value is None:
-            raise self._damaged(key)
-        return value
+            # _open_value copies the value out of the map while the transaction lasts
+            return None if stored is None else self._open_value(key, stored)
 
     def items(self, start: bytes | None = None, stop: bytes | None = None) -> Iterator[tuple[bytes, bytes]]:
         """Entries with ``start <= key < stop`` (None: unbounded), in key order. Reads one snapshot;
@@ -510,40 +508,37 @@ class LmdbEngine:
         unless ``invalidate_readers``: then it closes them first. A write the filesystem refuses (a
         full disk, an I/O error) raises ``StoreError``; nothing of the batch is written."""
         batch = list(writes)
-        while True:
-            try:
-                self._write(batch, changelog_offset)
-                return
-            except lmdb.MapFullError:
-                self._grow(invalidate_readers)
-            except lmdb.Error as e:
-                raise store_io_error(self.path, "writing to LMDB", e, _lmdb_errno(e)) from e
+        self._transact(partial(self._write, batch, changelog_offset), "writing to LMDB", invalidate_readers)
 
-    def _write(self, batch: list[tuple[bytes, bytes | None]], changelog_offset: int | None) -> None:
+    def _write(
+        self, batch: list[tuple[bytes, bytes | None]], changelog_offset: int | None, txn: lmdb.Transaction
+    ) -> None:
         sealed = self._sealed
-        with self._env.begin(write=True) as txn:
-            for key, value in batch:
-                if value is None:
-                    txn.delete(key, db=self._data)
-                else:
-                    txn.put(key, seal(key, value) if sealed else value, db=self._data)
-            if changelog_offset is None:
-                txn.put(_DIRTY, b"1", db=self._meta)
+        for key, value in batch:
+            if value is None:
+                txn.delete(key, db=self._data)
             else:
-                txn.delete(_DIRTY, db=self._meta)
-                txn.put(_OFFSET, str(changelog_offset).encode(), db=self._meta)
+                txn.put(key, seal(key, value) if sealed else value, db=self._data)
+        if changelog_offset is None:
+            txn.put(_DIRTY, b"1", db=self._meta)
+        else:
+            txn.delete(_DIRTY, db=self._meta)
+            txn.put(_OFFSET, str(changelog_offset).encode(), db=self._meta)
 
-    def _transact(self, write: Callable[[lmdb.Transaction], object]) -> None:
-        """Run ``write`` in one write transaction, growing a full map (no readers are open yet)."""
+    def _transact(
+        self, write: Callable[[lmdb.Transaction], object], doing: str, invalidate_readers: bool = False
+    ) -> None:
+        """Run ``write`` in one write transaction; a full map grows (see ``apply`` for open readers)
+        and the transaction runs again; an LMDB error is a ``StoreError`` saying what it was ``doing``."""
         while True:
             try:
                 with self._env.begin(write=True) as txn:
                     write(txn)
                 return
             except lmdb.MapFullError:
-                self._grow(False)
+                self._grow(invalidate_readers)
             except lmdb.Error as e:
-                raise store_io_error(self.path, "converting its store format", e, _lmdb_errno(e)) from e
+                raise store_io_error(self.path, doing, e, _lmdb_errno(e)) from e
 
     def _grow(self, invalidate_readers: bool) -> None:
         size = int(self._env.info()["map_size"]) * 2

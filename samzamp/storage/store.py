@@ -177,15 +177,7 @@ class LmdbKeyValueStore:
 
     # -- KeyValueStore ----------------------------------------------------------------------------
     def get(self, key: Any) -> Any:
-        kb = self._kb(key)
-        buffer = self._buffer
-        if kb in buffer:
-            vb = buffer[kb]
-        else:
-            try:
-                vb = self.engine.get(kb)
-            except StoreError as e:
-                raise self._failed(e) from e
+        vb = self.current(self._kb(key))
         return None if vb is None else self._msg_from(vb)
 
     def get_all(self, keys: list[Any]) -> dict[Any, Any]:
