@@ -50,6 +50,7 @@ from samzamp.metrics.registry import MetricsRegistry
 from samzamp.model.grouper import task_order
 from samzamp.model.job_model import JobModel, TaskModel
 from samzamp.storage.manager import RestoreReport, TaskStorage
+from samzamp.storage.restore_progress import RestoreProgress
 from samzamp.systems.base import OLDEST, StartOffset, SystemConsumer
 from samzamp.task.start import start_task
 
@@ -77,14 +78,17 @@ class SamzaContainer:
         *,
         pool: WorkerPool | None = None,
         unconfigured_sends_to: str | None = None,
+        restores: RestoreProgress | None = None,
     ) -> None:
         """``pool``: the worker processes that run the synchronous tasks (None: every task inline).
         ``unconfigured_sends_to``: a system that takes sends to systems the config does not name
-        (``samzamp.testing.TestRunner``; None, as in production: such a send fails the task)."""
+        (``samzamp.testing.TestRunner``; None, as in production: such a send fails the task).
+        ``restores``: the processor's one view of its restores (inline and in its workers)."""
         self.settings = settings
         self.systems = systems
         self.metrics = metrics
         self.pool = pool
+        self.restores = restores if restores is not None else RestoreProgress(metrics)
         self._checkpoints = checkpoints
         self._task_class = task_class
         self._loop = loop
@@ -220,7 +224,12 @@ class SamzaContainer:
             for m in models
         ]
         tasks = self._new_tasks(models, checkpointed)
-        reports = await asyncio.gather(*(t.start(m) for t, m in zip(tasks, models, strict=True)))
+        try:
+            reports = await asyncio.gather(*(t.start(m) for t, m in zip(tasks, models, strict=True)))
+        except BaseException:
+            for m in models:  # a start that failed or was given up ended its restores too
+                self.restores.forget(m.name)
+            raise
         for t, m, restored in zip(tasks, models, reports, strict=True):
             t.checkpointed_control = m.control
             self.tasks[t.name] = t
@@ -307,7 +316,12 @@ class SamzaContainer:
         """The stores of a task on this thread."""
         systems = self.systems
         return TaskStorage(
-            model.name, self.settings, model.changelog_partition, systems.kafka, systems.changelog_producers()
+            model.name,
+            self.settings,
+            model.changelog_partition,
+            systems.kafka,
+            systems.changelog_producers(),
+            self.restores.reporter(model.name),
         )
 
     def _starting_offsets(

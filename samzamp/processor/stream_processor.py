@@ -48,6 +48,7 @@ from samzamp.model.job_model import JobModel
 from samzamp.operators.factory import job_task_class
 from samzamp.processor.listener import ContainerListener
 from samzamp.processor.systems import Systems
+from samzamp.storage.restore_progress import RestoreProgress
 from samzamp.systems.inmemory.system import InMemoryStreams
 
 __all__ = ["StreamProcessor"]
@@ -71,6 +72,7 @@ class StreamProcessor:
         (``samzamp.testing.TestRunner``; None, as in production: such a send fails the task)."""
         self.settings = settings
         self.metrics = MetricsRegistry()
+        self.restores = RestoreProgress(self.metrics)  # every restore of this processor, as one view
         self.systems = Systems(settings, inmemory)
         self.pool: WorkerPool | None = None
         self.container: SamzaContainer | None = None
@@ -213,7 +215,9 @@ class StreamProcessor:
         st = self.settings
         if st.pool_size >= 2 and not issubclass(task_class, AsyncStreamTask):
             loop = asyncio.get_running_loop()
-            self.pool = WorkerPool(st.pool_size, st.worker_ring_bytes, loop, self.metrics, self._on_pool_failure)
+            self.pool = WorkerPool(
+                st.pool_size, st.worker_ring_bytes, loop, self.metrics, self._on_pool_failure, self.restores
+            )
             self.pool.spawn()
 
     async def _run_container(
@@ -240,6 +244,7 @@ class StreamProcessor:
             loop,
             pool=self.pool,
             unconfigured_sends_to=self._unconfigured_sends_to,
+            restores=self.restores,
         )
         coordinator = self.coordinator = coordinators.coordinator(calculator, self.metrics)
         await coordinator.start(ContainerListener(container, self.pool))

@@ -39,8 +39,6 @@ naming the store, the task and the directory; a commit that raises writes no che
 from __future__ import annotations
 
 import logging
-import os
-import sys
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -55,6 +53,7 @@ from samzamp.storage.dirs import lock_store_dir, store_dir, unlock_store_dir
 from samzamp.storage.io_errors import store_files
 from samzamp.storage.lmdb import LmdbEngine, check_env, remove_env
 from samzamp.storage.offset_file import OFFSET_FILE, read_offset_file, write_offset_file
+from samzamp.storage.restore_progress import RestoreProgress, StoreProgress
 from samzamp.storage.store import LmdbKeyValueStore
 
 if TYPE_CHECKING:
@@ -106,8 +105,12 @@ class TaskStorage:
         changelog_partition: int,
         kafka: Mapping[str, KafkaClientSettings],
         changelog_producers: Mapping[str, ChangelogSink],
+        progress: StoreProgress | None = None,
     ) -> None:
+        """``progress``: where the restores report how far they got (the processor's one view of
+        its restores); none, a view of this task's own."""
         self.task_name = task_name
+        self._progress = progress if progress is not None else RestoreProgress().reporter(task_name)
         self._settings = settings
         self._partition = changelog_partition
         self._kafka = kafka  # by system: how the changelogs are read
@@ -205,7 +208,8 @@ class TaskStorage:
 
         self._producers[cl.system].take_acked(cl.stream, self._partition)  # a former tenure's, if any
         if cut is None or (cut >= 0 and start <= cut):
-            progress = _Progress(st.name, self.task_name, None if cut is None or start < 0 else cut - start + 1)
+            expected = None if cut is None or start < 0 else cut - start + 1
+            self._progress(st.name, 0, expected, False)
             batch: list[tuple[bytes, bytes | None]] = []
             first = None if start < 0 else start
             reader = ChangelogReader(self._kafka[cl.system], cl.stream, self._partition, first, cut)
@@ -216,11 +220,11 @@ class TaskStorage:
                 if len(batch) >= 10_000:
                     engine.apply(batch, None)  # dirty until the restore is complete
                     batch.clear()
-                    progress.update(replayed)
+                    self._progress(st.name, replayed, expected, False)
             if cut is not None:
                 offset = cut
             engine.apply(batch, offset)
-            progress.done(replayed)
+            self._progress(st.name, replayed, expected, True)
             end = reader.end
         else:
             engine.apply([], offset)
@@ -438,34 +442,3 @@ class _TaskChangelogs:
 
     def take_errors(self) -> list[str]:
         return [e for t in self._topics for e in self._producer.take_errors(t, self._partition)]
-
-
-class _Progress:
-    """Restore progress: a log line every few seconds; a bar on stderr when it is a terminal."""
-
-    def __init__(self, store: str, task: str, total: int | None) -> None:
-        self._label = f"{store}/{task}"
-        self._total = total
-        self._started = time.monotonic()
-        self._next_log = self._started + 5
-        self._tty = sys.stderr.isatty() and os.environ.get("CI") != "true"
-
-    def update(self, n: int) -> None:
-        now = time.monotonic()
-        rate = n / max(now - self._started, 1e-9)
-        if self._tty:
-            if self._total:
-                done = min(1.0, n / self._total)
-                bar = "#" * int(done * 30)
-                sys.stderr.write(f"\rrestoring {self._label} [{bar:<30}] {done:4.0%} {n} records {rate:,.0f}/s")
-            else:
-                sys.stderr.write(f"\rrestoring {self._label}: {n} records {rate:,.0f}/s")
-            sys.stderr.flush()
-        if now >= self._next_log:
-            self._next_log = now + 5
-            log.info("restoring %s: %d records so far (%.0f records/s)", self._label, n, rate)
-
-    def done(self, n: int) -> None:
-        if self._tty and n:
-            self.update(n)
-            sys.stderr.write("\n")

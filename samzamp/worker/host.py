@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ctypes
 import faulthandler
+import functools
 import logging
 import os
 import signal
@@ -43,6 +44,7 @@ from samzamp.metrics.registry import MetricsRegistry
 from samzamp.model.job_model import TaskModel
 from samzamp.operators.factory import job_task_class
 from samzamp.storage.manager import TaskStorage
+from samzamp.storage.restore_progress import StoreProgress
 from samzamp.systems.base import SystemProducer
 from samzamp.systems.factory import Place
 from samzamp.systems.registry import open_system
@@ -59,6 +61,7 @@ __all__ = ["main"]
 log = logging.getLogger("samzamp.worker")
 
 EXIT_PARENT_GONE = 3
+RESTORING_EVERY_S = 0.5  # how often a restore in progress reports to the container, at most
 
 
 def _die_with_parent(parent_pid: int) -> None:
@@ -167,7 +170,15 @@ class Worker:
         assert self.task_class is not None
         try:
             rt, reports = run_sync(
-                start_task(st, model, self.task_class, self.producers, self.serdes, self.metrics, self._storage)
+                start_task(
+                    st,
+                    model,
+                    self.task_class,
+                    self.producers,
+                    self.serdes,
+                    self.metrics,
+                    functools.partial(self._storage, t),
+                )
             )
         except Exception as e:
             self.fail(t, e)  # the pool names the task and this worker
@@ -176,8 +187,23 @@ class Worker:
         self.tasks[t] = WorkerTask(rt)
         self._reply(f.TaskAdded(t, reports))
 
-    def _storage(self, model: TaskModel) -> TaskStorage:
-        return TaskStorage(model.name, self.settings, model.changelog_partition, self.kafka, self.changelogs)
+    def _storage(self, t: int, model: TaskModel) -> TaskStorage:
+        return TaskStorage(
+            model.name, self.settings, model.changelog_partition, self.kafka, self.changelogs, self._restoring(t)
+        )
+
+    def _restoring(self, t: int) -> StoreProgress:
+        """How task ``t``'s restores report to the container's view: a frame now and then (the first,
+        the last, and at most one per ``RESTORING_EVERY_S`` of each store between)."""
+        sent: dict[str, float] = {}
+
+        def report(store: str, records: int, expected: int | None, done: bool) -> None:
+            now = time.monotonic()
+            if done or store not in sent or now - sent[store] >= RESTORING_EVERY_S:
+                sent[store] = now
+                self.send_now(f.Restoring(t, store, records, expected, done))
+
+        return report
 
     def _remove_task(self, t: int) -> None:
         """Give task ``t`` up: close it, then its stores (which releases their directory locks: the

@@ -227,6 +227,17 @@ class TaskAdded(_Frame):
     restored: list[RestoreReport] = []  # one per store
 
 
+class Restoring(_Frame):
+    """While ``AddTask`` runs: how far the restore of the task's ``store`` got (``expected``: the
+    records it will read, None when unknown), for the container's one view of its restores."""
+
+    task: int
+    store: str
+    records: int
+    expected: int | None
+    done: bool
+
+
 class BeforeCommitDone(_Frame):
     task: int
     control: ControlState | None = None  # the task's control state, for the checkpoint
@@ -323,6 +334,7 @@ FromLoop = (
 FromWorker = (
     Ready
     | TaskAdded
+    | Restoring
     | TaskRemoved
     | Processed
     | Requested

@@ -51,6 +51,7 @@ from samzamp.ipc import EndOfQueue, PeerGone, Ring, create_ring
 from samzamp.metrics.registry import MetricsRegistry
 from samzamp.model.job_model import TaskModel
 from samzamp.storage.manager import RestoreReport
+from samzamp.storage.restore_progress import RestoreProgress
 
 __all__ = ["WorkerHandle", "WorkerPool", "failure_of"]
 
@@ -115,10 +116,13 @@ class WorkerPool:
         loop: asyncio.AbstractEventLoop,
         metrics: MetricsRegistry,
         on_failure: Callable[[BaseException], None],
+        restores: RestoreProgress | None = None,
     ) -> None:
+        """``restores``: the processor's view of its restores, where the workers' reports go."""
         self.workers = [WorkerHandle(i, ring_bytes) for i in range(size)]
         self._loop = loop
         self._metrics = metrics
+        self._restores = restores if restores is not None else RestoreProgress(metrics)
         self._on_failure = on_failure
         self.max_frame = self.workers[0].to_worker.max_record if self.workers else 0
         self._call_timeout_ns = 0  # 0: process() calls are not timed
@@ -312,6 +316,11 @@ class WorkerPool:
             self._failed(w, err)
             if not answered:
                 self._on_failure(err)
+        elif isinstance(frame, f.Restoring):
+            if frame.task not in w.adding:
+                self._unknown_task(w, frame)
+                return
+            self._restores.update(w.task_names[frame.task], frame.store, frame.records, frame.expected, frame.done)
         elif isinstance(frame, f.TaskAdded):
             added = w.adding.pop(frame.task, None)
             if added is None:
