@@ -58,7 +58,8 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = setup(_parser(), argv)
     from samzamp.offline.compaction import check_output, check_to_topic, compact_changelog
-    from samzamp.offline.job import OfflineError, resolve_store, spark_session
+    from samzamp.offline.job import OfflineError, resolve_store
+    from samzamp.offline.spark_session import offline_spark
 
     try:
         require(OFFLINE)
@@ -73,13 +74,11 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as e:
         return exit_code(PROG, e)
 
-    spark = spark_session(args.master, f"{PROG} {job.store}")
     try:
-        result = compact_changelog(spark, job, args.output, args.to_topic, args.overwrite)
+        with offline_spark(args.master, f"{PROG} {job.store}") as spark:
+            result = compact_changelog(spark, job, args.output, args.to_topic, args.overwrite)
     except Exception as e:
         return exit_code(PROG, e)
-    finally:
-        spark.stop()
     print(result.summary_line(), flush=True)
     return EXIT_OK
 

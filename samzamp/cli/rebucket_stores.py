@@ -69,9 +69,9 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = setup(_parser(), argv)
-    from samzamp.offline.job import spark_session
     from samzamp.offline.rebucket import rebucket_stores
     from samzamp.offline.rebucket_job import JobRunningError, plan_rebucket, prepare
+    from samzamp.offline.spark_session import offline_spark
 
     try:
         require(OFFLINE)
@@ -83,13 +83,11 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as e:
         return exit_code(PROG, e)
 
-    spark = spark_session(args.master, f"{PROG} {plan.settings.name}")
     try:
-        result = rebucket_stores(spark, plan, args.build_local_stores, grown)
+        with offline_spark(args.master, f"{PROG} {plan.settings.name}") as spark:
+            result = rebucket_stores(spark, plan, args.build_local_stores, grown)
     except Exception as e:
         return exit_code(PROG, e)
-    finally:
-        spark.stop()
     for line in result.lines():
         print(line)
     sys.stdout.flush()

@@ -58,8 +58,9 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = setup(_parser(), argv)
     from samzamp.offline.compaction import read_snapshot_meta
-    from samzamp.offline.job import read_cuts, resolve_store, spark_session
+    from samzamp.offline.job import read_cuts, resolve_store
     from samzamp.offline.restore import check_unlocked, plan_restore, restore_stores
+    from samzamp.offline.spark_session import offline_spark
 
     try:
         require(OFFLINE)
@@ -70,13 +71,11 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as e:
         return exit_code(PROG, e)
 
-    spark = spark_session(args.master, f"{PROG} {job.store}")
     try:
-        result = restore_stores(spark, job, cuts, args.snapshot)
+        with offline_spark(args.master, f"{PROG} {job.store}") as spark:
+            result = restore_stores(spark, job, cuts, args.snapshot)
     except Exception as e:
         return exit_code(PROG, e)
-    finally:
-        spark.stop()
     for task in result.tasks:
         print(task.line())
     print(result.summary_line(), flush=True)

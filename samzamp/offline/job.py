@@ -3,7 +3,7 @@
 ``resolve_store`` turns (config, store name) into a ``StoreJob``: the changelog topic and how to
 reach it, the job's tasks with their changelog partitions (as the container finds them: from the
 task history its runs recorded in the coordinator stream) and their store directories. ``read_cuts`` reads each task's restore
-cut from the checkpoint topic. ``spark_session`` starts Spark the way samzamp's offline jobs run it.
+cut from the checkpoint topic.
 
 Nothing here starts the embedded broker: it is memory-only, so a fresh one never holds a changelog.
 The config is checked (unknown keys, types) but the task class is not imported: an offline job
@@ -12,9 +12,6 @@ does not run the job's code.
 
 from __future__ import annotations
 
-import os
-import shutil
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -36,7 +33,7 @@ from samzamp.systems.base import SystemAdmin
 from samzamp.systems.kafka import KafkaClientSettings, KafkaSystemAdmin
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    pass
 
 __all__ = [
     "OfflineError",
@@ -48,7 +45,6 @@ __all__ = [
     "read_last_checkpoints",
     "resolve_model",
     "resolve_store",
-    "spark_session",
     "state_cut",
 ]
 
@@ -250,30 +246,3 @@ def state_cut(checkpoint: Checkpoint, store: str) -> int:
     if cut < -1:
         raise OfflineError(f"checkpoint of task {task!r} has a negative state marker {marker!r} for {store!r}")
     return cut
-
-
-def _java_home() -> None:
-    if os.environ.get("JAVA_HOME"):
-        return
-    java = shutil.which("java")
-    if java is not None:
-        os.environ["JAVA_HOME"] = str(Path(os.path.realpath(java)).parent.parent)
-
-
-def spark_session(master: str, app_name: str) -> SparkSession:
-    """A Spark session for an offline job. Local masters stay on the loopback interface (no UI, driver
-    on 127.0.0.1) and run the tasks with this Python, so they see the same samzamp."""
-    from pyspark.sql import SparkSession
-
-    _java_home()
-    builder = SparkSession.builder.master(master).appName(app_name)
-    builder = builder.config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-    builder = builder.config("spark.sql.shuffle.partitions", "4")
-    if master.startswith("local"):
-        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-        builder = builder.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
-        builder = builder.config("spark.pyspark.python", sys.executable)
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark

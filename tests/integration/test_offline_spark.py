@@ -8,7 +8,9 @@ Spark runs in local mode: one session shared by the module, and each CLI once as
 from __future__ import annotations
 
 import itertools
+import logging
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -28,8 +30,9 @@ from samzamp.commit.topic_checkpoint import TopicCheckpointManager
 from samzamp.config import load_config
 from samzamp.config.settings import checkpoint_topic_name
 from samzamp.offline.compaction import SNAPSHOT_META, compact_changelog, read_snapshot_meta
-from samzamp.offline.job import StoreJob, read_cuts, resolve_store, spark_session
+from samzamp.offline.job import StoreJob, read_cuts, resolve_store
 from samzamp.offline.restore import TaskRestore, restore_stores, restore_task
+from samzamp.offline.spark_session import StageLog, progress_log, spark_session
 from samzamp.storage.dirs import StoreLockedError, lock_store_dir, unlock_store_dir
 from samzamp.storage.lmdb import LmdbEngine
 from samzamp.storage.offset_file import read_offset_file, write_offset_file
@@ -380,3 +383,21 @@ def test_restore_task_reports_a_changelog_that_ends_before_the_cut(setup: Setup)
     assert done.error is not None
     assert "ends at offset 3, but a checkpoint covers it up to offset 100" in done.error
     assert read_offset_file(path) is None  # the container will not trust it: it rebuilds from the changelog
+
+
+def test_each_spark_stage_of_a_job_is_logged_once_when_it_finished(
+    spark: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Without a terminal an offline job says how far it got: a line per finished stage, naming
+    its tasks; stages of jobs that ran before the log started are not its own."""
+    spark.sparkContext.parallelize(range(10), 2).count()  # a job before: not logged
+    caplog.set_level(logging.INFO, logger=progress_log.name)
+    stages = StageLog(spark, poll_s=0.05).start()
+    try:
+        pairs = spark.sparkContext.parallelize(range(1000), 4).map(lambda x: (x % 7, 1))
+        assert dict(pairs.reduceByKey(lambda a, b: a + b, 3).collect())[0] == 143
+    finally:
+        stages.stop()
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("spark stage")]
+    tasks = sorted(int(m.group(1)) for line in lines if (m := re.search(r"; (\d+) tasks \(0 failed", line)))
+    assert tasks == [3, 4], lines  # the map side's 4 tasks, the reduce side's 3, once each

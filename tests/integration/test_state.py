@@ -355,6 +355,7 @@ def test_spark_restore_leaves_nothing_for_the_container_to_replay(broker, unique
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     assert re.search(rf"restored store=counts .*tasks={PARTITIONS} ", done.stdout), done.stdout
+    assert re.search(r"spark stage \d+ done: .*; \d+ tasks", done.stderr), done.stderr[-3000:]  # progress, no tty
     assert _store_contents(state) == before
     log = _run_until(cfg, broker, rec, 3_000, tmp_path / "run-1.log")
     assert _replayed(log) == [0] * PARTITIONS, log[-2000:]
