@@ -437,6 +437,17 @@ def _stores(config: Config, systems: dict[str, SystemSettings], default_system: 
             config.get_bool(p + "lmdb.sync", True),
             config.get_bool(p + "lmdb.checksums", True),
         )
+    owner: dict[SystemStream, str] = {}
+    for name, s in out.items():
+        if s.changelog is None:
+            continue
+        first = owner.setdefault(s.changelog, name)
+        if first != name:
+            raise ConfigError(
+                f"stores.{name}.changelog",
+                f"{s.changelog.system}.{s.changelog.stream} is the changelog of store {first!r} too: give each store "
+                "a changelog of its own (a restore of either would read the other's records into it)",
+            )
     return out
 
 

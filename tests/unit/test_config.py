@@ -834,6 +834,27 @@ def test_store_settings_and_changelog_forms() -> None:
     assert validate(Config({**MINIMAL, **STORE})).stores["counts"].changelog is None
 
 
+def test_two_stores_sharing_one_changelog_are_refused_naming_both() -> None:
+    other = {k.replace("stores.counts.", "stores.totals."): v for k, v in STORE.items()}
+    shared = {
+        **MINIMAL,
+        **STORE,
+        **other,
+        "stores.counts.changelog": "kafka.log",
+        "stores.totals.changelog": "log",
+        "job.changelog.system": "kafka",
+    }
+    with pytest.raises(ConfigError) as exc:
+        validate(Config(shared))
+    _assert_names_key(exc, "stores.totals.changelog")
+    assert "kafka.log is the changelog of store 'counts' too" in str(exc.value)
+    apart = validate(Config({**shared, "stores.totals.changelog": "kafka.totals-log"}))
+    assert {s.changelog for s in apart.stores.values()} == {
+        SystemStream("kafka", "log"),
+        SystemStream("kafka", "totals-log"),
+    }
+
+
 def test_validate_runs_key_checks_before_settings() -> None:
     # Both a typo and a missing job.name: the typo (check_keys) is reported first.
     values = {**MINIMAL, "task.comit.ms": 1}
