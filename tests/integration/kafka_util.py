@@ -76,6 +76,25 @@ def read_all(bootstrap: str, topic: str, partitions: list[int]) -> list[Any]:
     return out
 
 
+def end_offsets(bootstrap: str, topic: str, partitions: list[int]) -> dict[int, int]:
+    """Each partition's end (high watermark), found as samzamp finds it: by reading to the
+    end-of-partition event, which says it right on Tansu, unlike ListOffsets (ARCHITECTURE.md)."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "test-end", "enable.partition.eof": True})
+    c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
+    out: dict[int, int] = {}
+    deadline = time.monotonic() + 60
+    try:
+        while len(out) < len(partitions):
+            assert time.monotonic() < deadline, f"reading {topic} did not reach its end"
+            for m in c.consume(5000, 0.5):
+                err = m.error()
+                if err is not None and err.code() == PARTITION_EOF:
+                    out[m.partition()] = m.offset()
+    finally:
+        c.close()
+    return out
+
+
 def read_checkpoints(bootstrap: str, job: str, job_id: str = "1") -> list[tuple[str, dict[int, int]]]:
     """Every checkpoint record in topic order, as (task name, {partition: offset})."""
     return [

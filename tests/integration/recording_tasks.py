@@ -435,15 +435,18 @@ class KeyBucketTask(StreamTask, InitableTask, _Recorder):
     """Records ``V <partition> <key bucket> <offset> <key>`` for every message: which virtual task
     (the record file's name) saw which key, in which order. With test.broadcast.stream, records
     ``B <partition> <offset>`` for the messages of that stream instead; test.busy.us: CPU time each
-    message takes."""
+    message takes (with test.busy.bucket, only the messages of that key bucket)."""
 
     def init(self, context) -> None:
         self._open(context)
         self._broadcast = context.config.get("test.broadcast.stream")
         self._busy_s = int(context.config.get("test.busy.us", 0)) / 1e6
+        bucket = context.config.get("test.busy.bucket")
+        self._busy_bucket = None if bucket is None else int(bucket)
 
     def process(self, envelope, collector, coordinator) -> None:
-        if self._busy_s:
+        busy = self._busy_bucket is None or envelope.system_stream_partition.key_bucket == self._busy_bucket
+        if self._busy_s and busy:
             until = time.perf_counter() + self._busy_s
             while time.perf_counter() < until:
                 pass

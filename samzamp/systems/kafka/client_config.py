@@ -43,6 +43,7 @@ ClientKind = Literal[
     "producer",  # task outputs (container and workers); samzamp-drain's coordinator-stream writes
     "checkpoint-producer",  # checkpoints and the container's coordinator-stream writes
     "admin",  # topic metadata and creation
+    "group-offsets",  # input offsets committed to the consumer group, for lag tools
     "end-offsets",  # exact high watermarks of inputs that start at the upcoming message
     "metadata-reader",  # reads the checkpoint topic and the coordinator stream
     "changelog-producer",  # store changes
@@ -60,6 +61,7 @@ _ROLE: dict[str, str | None] = {
     "changelog-producer": "producer",
     "changelog-writer": "producer",
     "admin": None,
+    "group-offsets": None,  # an admin client
 }
 
 
