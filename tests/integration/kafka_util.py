@@ -132,11 +132,18 @@ class Container:
     started: ClassVar[list[Container]] = []  # killed after each test if still running (conftest)
 
     def __init__(
-        self, config: Path, bootstrap: str, *overrides: str, log: Path | None = None, wrapper: Sequence[str] = ()
+        self,
+        config: Path,
+        bootstrap: str,
+        *overrides: str,
+        log: Path | None = None,
+        wrapper: Sequence[str] = (),
+        args: Sequence[str] = (),
     ) -> None:
-        """``wrapper``: a command that runs the container as its arguments (e.g. in other namespaces)."""
+        """``wrapper``: a command that runs the container as its arguments (e.g. in other namespaces).
+        ``args``: more command-line arguments (``--log-format json``)."""
         env = child_env()
-        args = [
+        argv = [
             *wrapper,
             sys.executable,
             "-m",
@@ -146,11 +153,12 @@ class Container:
             f"systems.kafka.bootstrap.servers={bootstrap}",
         ]
         for o in overrides:
-            args += ["--set", o]
+            argv += ["--set", o]
+        argv += args
         self.log = log
         out = open(log, "ab") if log else subprocess.DEVNULL  # noqa: SIM115
         try:
-            self.proc = subprocess.Popen(args, env=env, stdout=out, stderr=out, cwd=str(ROOT))
+            self.proc = subprocess.Popen(argv, env=env, stdout=out, stderr=out, cwd=str(ROOT))
             Container.started.append(self)
         finally:
             if log:

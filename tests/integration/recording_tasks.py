@@ -10,6 +10,7 @@ import asyncio
 import ctypes
 import fcntl
 import gc
+import logging
 import os
 import random
 import time
@@ -561,3 +562,26 @@ class CampaignTask(StreamTask, InitableTask, CheckpointListenerTask, _Recorder):
         for ssp, offset in offsets.items():
             line = f"K {self._processor} {ssp.partition} {offset} {time.monotonic_ns()}\n"
             os.write(self._commits, line.encode())
+
+
+class LoggingTask(OrderTask):
+    """OrderTask that logs through Python logging (logger ``test.task``): one DEBUG and one INFO line
+    at init, one INFO line for its first message and a WARNING with a traceback for its second."""
+
+    def init(self, context) -> None:
+        super().init(context)
+        self._log = logging.getLogger("test.task")
+        self._log.debug("init of %s (debug)", context.task_name)
+        self._log.info("init of %s", context.task_name)
+        self._logged = 0
+
+    def process(self, envelope, collector, coordinator) -> None:
+        super().process(envelope, collector, coordinator)
+        self._logged += 1
+        if self._logged == 1:
+            self._log.info("first message: offset %d", envelope.offset)
+        elif self._logged == 2:
+            try:
+                raise ValueError("not really")
+            except ValueError:
+                self._log.warning("second message: offset %d", envelope.offset, exc_info=True)

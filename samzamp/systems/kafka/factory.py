@@ -10,6 +10,7 @@ from samzamp.api.errors import ConfigError
 from samzamp.config.settings import JobSettings
 from samzamp.config.system_kinds import KAFKA
 from samzamp.extras import EMBEDDED, require
+from samzamp.logs import announce
 from samzamp.systems.base import GroupOffsetCommitter, SystemAdmin, SystemConsumer, SystemProducer
 from samzamp.systems.factory import Place, System, SystemFactory
 from samzamp.systems.kafka.admin import KafkaSystemAdmin
@@ -80,7 +81,7 @@ def _embedded_broker(system: str, place: Place) -> str:
             system,
             broker.bootstrap_servers,
         )
-        print(f"samzamp: embedded broker at {broker.bootstrap_servers}", flush=True)
+        announce(f"samzamp: embedded broker at {broker.bootstrap_servers}")
     return str(broker.bootstrap_servers)
 
 
