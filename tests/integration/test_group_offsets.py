@@ -25,9 +25,12 @@ from kafka_util import (
     write_config,
 )
 
+from samzamp.api.envelope import SystemStreamPartition as SSP
 from samzamp.commit.checkpoint import decode_checkpoint, decode_key
 from samzamp.consume.key_bucket import key_bucket
+from samzamp.systems.kafka import KafkaClientSettings
 from samzamp.systems.kafka.codes import PARTITION_EOF
+from samzamp.systems.kafka.group_offsets import KafkaGroupOffsets
 
 pytestmark = pytest.mark.integration
 
@@ -238,3 +241,22 @@ def test_through_a_sigkill_loop_the_group_is_never_ahead_of_the_checkpoints(brok
         f"the group held offsets in only {sum(1 for s in samples if s)} checks"
     )
     assert watch.check("after the clean stop") == {p: n // PARTITIONS for p in range(PARTITIONS)}
+
+
+def test_commits_given_back_to_back_reach_the_group_in_order(broker, unique) -> None:
+    """KafkaGroupOffsets directly: 300 commits without waiting; each is answered, and the group ends
+    at the last, never an older one after a newer (one request at a time, the waiting ones merged)."""
+    bootstrap = broker.bootstrap_servers
+    topic = f"in-{unique}"
+    seed_input(bootstrap, topic, 2, 10)
+    clients = KafkaClientSettings("kafka", bootstrap, f"samzamp-order-{unique}")
+    committer = KafkaGroupOffsets(clients, f"order-{unique}")
+    answers: list[str | None] = []
+    for i in range(300):
+        committer.commit({SSP("kafka", topic, i % 2): i}, answers.append)
+    committer.stop(30)
+    assert answers == [None] * 300
+    assert _group_offsets(bootstrap, f"order-{unique}", topic, 2) == {0: 298, 1: 299}
+    late: list[str | None] = []
+    committer.commit({SSP("kafka", topic, 0): 1}, late.append)  # after stop: refused, said
+    assert late == ["the committer is stopped"]
