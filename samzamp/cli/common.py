@@ -1,8 +1,10 @@
-"""What every samzamp command shares: ``--version``, ``--log-level``, the job's config arguments,
-user code importable from the current directory, and failures reported on one line.
+"""What every samzamp command shares: ``--version``, ``--log-level`` and ``--log-format``, the job's
+config arguments, user code importable from the current directory, and failures reported on one line.
 
 A failure a command reports is one line on stderr, ``<prog>: failed: <what>`` (or ``<prog>: <config
-error>``); its traceback goes to the log at DEBUG (``--log-level debug`` shows it).
+error>``); its traceback goes to the log at DEBUG (``--log-level debug`` shows it). With
+``--log-format json`` that line is a JSON record too (level ERROR, logger ``<prog>``), so that every
+line a command writes parses as JSON.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import threading
 from collections.abc import Callable
 from typing import NoReturn, Protocol, TypeVar
 
+from samzamp import logs
 from samzamp._version import __version__
 from samzamp.api.errors import ConfigError, SamzampError
 from samzamp.extras import MissingExtraError
@@ -40,6 +43,7 @@ EXIT_CONFIG = 2  # also: arguments argparse rejects, and a missing extra
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 LOG_LEVEL_ENV = "SAMZAMP_LOG_LEVEL"
+LOG_FORMAT_ENV = "SAMZAMP_LOG_FORMAT"
 
 log = logging.getLogger("samzamp.cli")
 
@@ -67,15 +71,32 @@ def _log_level(text: str) -> str:
     return level
 
 
+def _log_format(text: str) -> str:
+    fmt = text.strip().lower()
+    if fmt not in logs.LOG_FORMATS:
+        source = f" (from ${LOG_FORMAT_ENV})" if os.environ.get(LOG_FORMAT_ENV) == text else ""
+        raise argparse.ArgumentTypeError(f"invalid format {text!r}{source}: choose {' or '.join(logs.LOG_FORMATS)}")
+    return fmt
+
+
 def add_log_level(p: argparse.ArgumentParser, default: str) -> None:
-    """``--log-level`` (case-insensitive, one of LOG_LEVELS); the default is $SAMZAMP_LOG_LEVEL, else ``default``.
-    A bad value, given or from the environment, is an argument error: one line, exit 2."""
+    """``--log-level`` (case-insensitive, one of LOG_LEVELS); the default is $SAMZAMP_LOG_LEVEL, else
+    ``default``. And ``--log-format`` (text or json; default $SAMZAMP_LOG_FORMAT, else text). A bad
+    value, given or from the environment, is an argument error: one line, exit 2. Both reach the
+    job's worker processes."""
     p.add_argument(
         "--log-level",
         type=_log_level,
         default=os.environ.get(LOG_LEVEL_ENV, default),
         metavar="{" + ",".join(LOG_LEVELS) + "}",
         help=f"log threshold, any case (default: ${LOG_LEVEL_ENV}, else {default}); DEBUG shows tracebacks",
+    )
+    p.add_argument(
+        "--log-format",
+        type=_log_format,
+        default=os.environ.get(LOG_FORMAT_ENV, "text"),
+        metavar="{" + ",".join(logs.LOG_FORMATS) + "}",
+        help=f"text, or json: one JSON object per line, for log collectors (default: ${LOG_FORMAT_ENV}, else text)",
     )
 
 
@@ -96,12 +117,10 @@ def user_code_from_cwd() -> None:
 
 
 def setup(p: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
-    """Parse ``argv``, configure logging to stderr at ``--log-level``, and make user code importable
-    from the current directory: the start of every command that loads a job."""
+    """Parse ``argv``, configure logging to stderr at ``--log-level`` in ``--log-format``, and make
+    user code importable from the current directory: the start of every command that loads a job."""
     args = p.parse_args(argv)
-    logging.basicConfig(
-        level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
-    )
+    logs.configure(args.log_level, args.log_format)
     user_code_from_cwd()
     return args
 
@@ -125,6 +144,9 @@ def report_failure(prog: str, error: BaseException) -> int:
         what = _one_line(str(error))
         line = f"{prog}: failed: {type(error).__name__}" + (f": {what}" if what else "")
         code = EXIT_FAILED
+    if logs.current().format == "json":
+        record = logging.LogRecord(prog, logging.ERROR, __file__, 0, line, None, None)
+        line = logs.JsonFormatter().format(record)
     print(line, file=sys.stderr, flush=True)
     return code
 
@@ -147,7 +169,7 @@ def serve_until_signalled(prog: str, start: Callable[[], S], ready_line: Callabl
         service = start()
     except Exception as e:
         return report_failure(prog, e)
-    print(ready_line(service), flush=True)
+    logs.announce(ready_line(service))
     try:
         stop.wait()
     finally:

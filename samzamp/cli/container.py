@@ -1,4 +1,5 @@
-"""``samzamp-container job.toml [--set key=value ...] [--log-level LEVEL]``: run one container of a job.
+"""``samzamp-container job.toml [--set key=value ...] [--log-level LEVEL] [--log-format text|json]``: run one
+container of a job.
 
 Task modules named by task.class are imported from the current directory first, as ``python -m``
 would. A failure is one line on stderr; ``--log-level debug`` also logs its traceback.

@@ -262,6 +262,12 @@ KEYS: tuple[KeySpec, ...] = (
         MAX_REPLICATION,
     ),
     KeySpec(
+        "task.checkpoint.commit.group.offsets",
+        "bool",
+        True,
+        "After each checkpoint, commit each input partition's next offset to the consumer group, for lag tools.",
+    ),
+    KeySpec(
         "task.checkpoint.segment.bytes",
         "int",
         26214400,

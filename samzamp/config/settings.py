@@ -67,6 +67,9 @@ class TaskSettings:
     # The application's intermediate streams (partition_by): inputs that no end of stream of their
     # system ends; a task reading one ends when its operators say so.
     intermediate: frozenset[SystemStream] = frozenset()
+    # task.checkpoint.commit.group.offsets: after each checkpoint, its input offsets go to the
+    # consumer group too, for lag tools (samzamp.commit.group_offsets); samzamp never reads them.
+    commit_group_offsets: bool = True
 
 
 @dataclass(frozen=True)
@@ -612,6 +615,7 @@ def _task(
         fetch_threshold=config.get_int("task.fetch.threshold", 50000),
         consumer_batch_size=config.get_int("task.consumer.batch.size", 64),
         window_on_end_of_stream=config.get_bool("task.window.on.end.of.stream", False),
+        commit_group_offsets=config.get_bool("task.checkpoint.commit.group.offsets", True),
         broadcast_inputs=broadcast,
         broadcast_only=broadcast_only,
         intermediate=intermediate,

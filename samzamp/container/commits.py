@@ -1,5 +1,7 @@
 """Running a task's commit from the loop: each runs ``commit.pipeline.commit_task`` as an asyncio
-task while its ``TaskState`` says a commit is in flight, and counts and times it.
+task while its ``TaskState`` says a commit is in flight, and counts and times it. Once the
+checkpoint is acknowledged, the input offsets it implies go to the consumer group for lag tools
+(``commit.group_offsets``), for inline and worker tasks alike.
 
 Before its commit, a task idle on a lane catches up (``catch_up``): see there. Event loop thread only.
 """
@@ -11,6 +13,7 @@ import logging
 import time
 from collections.abc import Callable
 
+from samzamp.commit.group_offsets import GroupOffsets
 from samzamp.commit.pipeline import commit_task
 from samzamp.commit.topic_checkpoint import TopicCheckpointManager
 from samzamp.consume.system_consumers import SystemConsumers
@@ -36,8 +39,11 @@ class Commits:
         metrics: MetricsRegistry,
         done: Callable[[RunLoopTask], None],
         abort: Callable[[BaseException], None],
+        group_offsets: GroupOffsets | None = None,
     ) -> None:
+        """``group_offsets``: where the input offsets go after each checkpoint (None: nowhere)."""
         self._checkpoints = checkpoints
+        self._group_offsets = group_offsets
         self._consumers = consumers
         self._tasks = tasks
         self._loop = loop
@@ -66,6 +72,8 @@ class Commits:
             finally:
                 st.done_commit()
             ti.m_commit_ns.update(time.perf_counter_ns() - started)
+            if self._group_offsets is not None:  # the checkpoint is durable: never ahead of it
+                self._group_offsets.checkpointed(ti, self._tasks.tasks)
             ti.after_commit()
             if then is not None:
                 then()

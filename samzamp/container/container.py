@@ -32,6 +32,7 @@ from samzamp.api.envelope import SystemStreamPartition
 from samzamp.api.task import WindowableTask
 from samzamp.choose.round_robin import RoundRobinChooser
 from samzamp.commit.elasticity import check_state_factor, starting_checkpoints
+from samzamp.commit.group_offsets import GroupOffsets
 from samzamp.commit.topic_checkpoint import TopicCheckpointManager
 from samzamp.config.settings import JobSettings
 from samzamp.config.stream_serdes import StreamSerdes
@@ -120,10 +121,25 @@ class SamzaContainer:
             pack_runs=st.consumer_batch_size if pool is not None and st.consumer_batch_size > 1 else 0,
             intermediate=st.intermediate,
         )
-        self.run_loop = RunLoop(self.consumers, checkpoints, st, metrics, loop)
+        self.run_loop = RunLoop(self.consumers, checkpoints, st, metrics, loop, self._group_offsets())
         self._ssp_gauges = SspGauges(metrics, self.consumers.high_watermark)
         self._applying = asyncio.Lock()
         self._broadcast = settings.task.broadcast_inputs
+
+    def _group_offsets(self) -> GroupOffsets | None:
+        """Where each checkpoint's input offsets go for lag tools (task.checkpoint.commit.group.offsets),
+        or None: switched off, or no input system has consumer groups."""
+        st = self.settings
+        if not st.task.commit_group_offsets:
+            return None
+        committers = {}
+        for system in sorted({ss.system for ss in st.task.inputs}):
+            committer = self.systems.group_offsets(system)
+            if committer is not None:
+                committers[system] = committer
+        if not committers:
+            return None
+        return GroupOffsets(committers, self.metrics, broadcast=st.task.broadcast_inputs, sole_processor=st.zk is None)
 
     # -- job models -----------------------------------------------------------------------------
     async def start(self, model: JobModel) -> None:

@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable
 
 from samzamp.api.collector import RequestScope
+from samzamp.commit.group_offsets import GroupOffsets
 from samzamp.commit.topic_checkpoint import TopicCheckpointManager
 from samzamp.config.settings import TaskSettings
 from samzamp.consume.lane import BroadcastLane, Lane, lane_ssp
@@ -56,14 +57,18 @@ class RunLoop:
         settings: TaskSettings,
         metrics: MetricsRegistry,
         loop: asyncio.AbstractEventLoop,
+        group_offsets: GroupOffsets | None = None,
     ) -> None:
+        """``group_offsets``: where each checkpoint's input offsets go for lag tools (None: nowhere)."""
         self._consumers = consumers
         self._settings = settings
         self._loop = loop
         self._clock = clock = time.monotonic
         self._task_set = tasks = TaskSet(settings.broadcast_inputs, loop, settings.shutdown_ms, self.abort)
         self.tasks = tasks.tasks  # the one list of tasks, changed in place
-        self._commits = commits = Commits(checkpoints, consumers, tasks, loop, metrics, self.task_ready, self.abort)
+        self._commits = commits = Commits(
+            checkpoints, consumers, tasks, loop, metrics, self.task_ready, self.abort, group_offsets
+        )
         self._drain = ContainerDrain(
             consumers, commits, tasks, settings, metrics, loop, self.abort, self.request_shutdown
         )

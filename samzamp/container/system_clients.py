@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Protocol
 
-from samzamp.systems.base import SystemAdmin, SystemConsumer, SystemProducer
+from samzamp.systems.base import GroupOffsetCommitter, SystemAdmin, SystemConsumer, SystemProducer
 
 if TYPE_CHECKING:
     from samzamp.storage.manager import ChangelogSink
@@ -35,6 +35,10 @@ class SystemClients(Protocol):
 
     def consumer(self, system: str) -> SystemConsumer:
         """A new consumer of ``system`` for the tasks' inputs; the container starts and stops it."""
+
+    def group_offsets(self, system: str) -> GroupOffsetCommitter | None:
+        """The committer of input offsets to the consumer group of ``system``'s input consumers,
+        owned by the processor; None for a system without consumer groups."""
 
     def changelog_producers(self) -> Mapping[str, ChangelogSink]:
         """The stores' changelog producers, one per changelog system, owned by the processor."""

@@ -17,6 +17,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, cast
 
+from samzamp import logs
 from samzamp.api.envelope import SystemStream, SystemStreamPartition
 from samzamp.api.errors import CallbackTimeoutError
 from samzamp.collect.completions import TaskCallbackImpl, TaskCallbackManager
@@ -138,7 +139,11 @@ class TaskInstance(TaskBase):
         self.m_process_calls.count += 1
         if self._timeout_s:
             cb.timer = self._loop.call_later(self._timeout_s, self._timed_out, cb)
-        self.runnable.process_async(envelope, self.runtime.collector, coordinator, cb)
+        scope = logs.enter_task(self.name)  # a coroutine started here keeps it: what it logs names the task
+        try:
+            self.runnable.process_async(envelope, self.runtime.collector, coordinator, cb)
+        finally:
+            logs.leave_task(scope)
 
     @property
     def windowable(self) -> bool:

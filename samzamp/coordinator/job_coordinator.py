@@ -91,6 +91,9 @@ class JobCoordinator(Protocol):
     # stopped through its container's loop and then ``stop`` (the coordinator leaves cleanly).
     # False: ``start`` applies the job's one model, so a stop during it abandons the start-up.
     models_while_running: bool
+    # This processor's id in its job: processor.id, or the one a standalone processor registered with
+    # ("0" for a job of one container); its logs carry it.
+    processor_id: str
 
     async def start(self, listener: JobCoordinatorListener) -> None:
         """Join the job; ``listener`` hears every decision from now until ``stop``."""

@@ -12,16 +12,20 @@ last batch + 1), while the EOF event carries the true high watermark, on Tansu a
 changelog reader, the one a container restores with, and configures every client with its
 ``client_config``: the system's kafka.*, consumer.* and producer.* blocks reach the executors'
 clients too. It adds the write to a fixed partition with every delivery confirmed.)
+
+A Spark task logs as the driver does (its --log-level and --log-format, carried by the source), so
+librdkafka's lines from the executors' clients reach the same log.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from confluent_kafka import KafkaError, Producer
 
+from samzamp import logs
 from samzamp.api.errors import SamzampError
 from samzamp.systems.kafka.changelog import CHANGELOG_STALL_S, ChangelogReader
 from samzamp.systems.kafka.client_config import KafkaClientSettings, client_config
@@ -40,6 +44,11 @@ class ChangelogSource:
     system: str
     topic: str
     kafka: KafkaClientSettings  # every client of the changelog's system is configured from it
+    log: logs.LogSetup = field(default_factory=logs.current)  # how the driver logs
+
+    def log_here(self) -> None:
+        """Log in this process (a Spark task's) as the driver does."""
+        logs.configure(self.log.level, self.log.format)
 
     def ssp_name(self, partition: int) -> str:
         """``<system>.<stream>.<partition>``, as the OFFSET file names the changelog."""
@@ -58,6 +67,7 @@ class PartitionReader(ChangelogReader):
         upto: int | None = None,
         stall_s: float = CHANGELOG_STALL_S,
     ):
+        source.log_here()
         super().__init__(
             source.kafka,
             source.topic,
@@ -76,6 +86,7 @@ def write_partition(
     """Produce ``records`` (key, value or None for a tombstone) to ``topic[partition]`` in order; wait
     until every one is acknowledged. Returns how many were written; raises ChangelogError naming the
     first failure."""
+    source.log_here()
     producer = Producer(client_config(source.kafka, "changelog-writer", {"linger.ms": 5, "acks": "all"}))
     errors: list[str] = []
 

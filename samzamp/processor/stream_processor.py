@@ -28,6 +28,7 @@ import os
 import signal
 import time
 
+from samzamp import logs
 from samzamp.api.task import AsyncStreamTask
 from samzamp.commit.elasticity import check_state_factor, starting_checkpoints
 from samzamp.commit.topic_checkpoint import TopicCheckpointManager
@@ -231,9 +232,15 @@ class StreamProcessor:
         """Run a container until it stops, with the tasks of the models a new coordinator decides.
         Raises MembershipExpired when the processor must join again."""
         st, systems, loop = self.settings, self.systems, asyncio.get_running_loop()
+        # Made (not started) first: its processor id names this processor in every log record, the
+        # workers' included.
+        coordinator = self.coordinator = coordinators.coordinator(calculator, self.metrics)
+        logs.set_processor(coordinator.processor_id)
         if self.pool is not None:
             app = st.application
-            await self.pool.start(systems.worker_config(), app.digest if app is not None else "")
+            await self.pool.start(
+                systems.worker_config(), app.digest if app is not None else "", coordinator.processor_id
+            )
             self.pool.time_calls(st.task.callback_timeout_ms, "task.callback.timeout.ms")
         container = self.container = SamzaContainer(
             st,
@@ -246,7 +253,6 @@ class StreamProcessor:
             unconfigured_sends_to=self._unconfigured_sends_to,
             restores=self.restores,
         )
-        coordinator = self.coordinator = coordinators.coordinator(calculator, self.metrics)
         await coordinator.start(ContainerListener(container, self.pool))
         self.metrics.gauge("SamzaContainerMetrics", "container-startup-time").set(round(time.monotonic() - started, 3))
         await self._start_drain_monitor(container)

@@ -16,7 +16,7 @@ from samzamp.api.errors import ConfigError, SystemFailureError
 from samzamp.config.application import ApplicationPlan
 from samzamp.config.settings import JobSettings
 from samzamp.config.system_kinds import INMEMORY
-from samzamp.systems.base import SystemAdmin, SystemConsumer, SystemProducer
+from samzamp.systems.base import GroupOffsetCommitter, SystemAdmin, SystemConsumer, SystemProducer
 from samzamp.systems.factory import Place, System
 from samzamp.systems.registry import open_system
 
@@ -30,6 +30,9 @@ if TYPE_CHECKING:
 __all__ = ["Systems"]
 
 log = logging.getLogger(__name__)
+
+# How long a stop waits for the last input offsets committed to a consumer group (lag tools).
+GROUP_COMMIT_STOP_S = 10.0
 
 
 class Systems:
@@ -49,6 +52,7 @@ class Systems:
         # The clients of each system that can hold changelogs: the stores read their changelogs with them.
         self.kafka: dict[str, KafkaClientSettings] = {}
         self._changelog_producers: dict[str, ChangelogProducer] | None = None
+        self._group_offsets: dict[str, GroupOffsetCommitter | None] = {}
 
     def start(self) -> None:
         st = self.settings
@@ -68,8 +72,21 @@ class Systems:
             return self.checkpoint_producer
         return self.producers[system]
 
+    @property
+    def consumer_group(self) -> str:
+        """The consumer group of the input consumers (Samza's ``<job.name>-<job.id>``, prefixed), where
+        a system's config does not name another (``systems.<s>.consumer.group.id``)."""
+        return f"samzamp-{self.settings.name}-{self.settings.id}"
+
     def consumer(self, system: str) -> SystemConsumer:
-        return self._opened[system].consumer(f"samzamp-{self.settings.name}-{self.settings.id}")
+        return self._opened[system].consumer(self.consumer_group)
+
+    def group_offsets(self, system: str) -> GroupOffsetCommitter | None:
+        """The committer of input offsets to the group of ``system``'s input consumers (made on
+        first use, stopped by ``stop``); None for a system without consumer groups."""
+        if system not in self._group_offsets:
+            self._group_offsets[system] = self._opened[system].group_offsets(self.consumer_group)
+        return self._group_offsets[system]
 
     def changelog_producers(self) -> dict[str, ChangelogProducer]:
         """The stores' changelog producers, one per changelog system (made on first use)."""
@@ -197,6 +214,11 @@ class Systems:
                 )
 
     def stop(self) -> None:
+        # Every client goes before the embedded broker (``_place``), so none of them loses its
+        # connection while it is still open (librdkafka says so, as a "Disconnected" line).
+        for committer in self._group_offsets.values():
+            if committer is not None:
+                committer.stop(GROUP_COMMIT_STOP_S)
         producers: list[Any] = [*self.producers.values()]
         producers.extend((self._changelog_producers or {}).values())
         if self.checkpoint_producer is not None and self.checkpoint_producer not in producers:

@@ -9,7 +9,7 @@ which SSPs are read); ``register`` and ``unregister`` are never called during a 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Protocol
 
 from samzamp.api.envelope import SystemStreamPartition
@@ -19,6 +19,7 @@ __all__ = [
     "END_OF_STREAM",
     "WATERMARK_MAX",
     "Flushable",
+    "GroupOffsetCommitter",
     "KeyedSend",
     "OLDEST",
     "UPCOMING",
@@ -121,3 +122,24 @@ class SystemAdmin(Protocol):
         """Every message of one partition from the oldest to the end, in offset order."""
 
     def stop(self) -> None: ...
+
+
+class GroupOffsetCommitter(Protocol):
+    """Commits input offsets to a consumer group, for the tools outside samzamp that read them (lag
+    monitors: ``kafka-consumer-groups``, Burrow, kafka-lag-exporter). samzamp never reads them back:
+    its checkpoints are the only record of where a task resumes.
+
+    ``commit`` is called by the event loop thread; ``done`` may run on any thread.
+    """
+
+    @property
+    def group(self) -> str:
+        """The consumer group the offsets go to."""
+
+    def commit(self, offsets: Mapping[SystemStreamPartition, int], done: Callable[[str | None], None]) -> None:
+        """Start committing ``offsets`` (per partition, without a key bucket: the next offset to read)
+        and return at once. Commits reach the group in the order of the calls. ``done`` is called
+        once, on any thread, with None, or with what failed."""
+
+    def stop(self, timeout_s: float) -> None:
+        """Wait up to ``timeout_s`` for the commits in flight, then let the client go."""

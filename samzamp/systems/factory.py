@@ -17,7 +17,7 @@ from typing import Any
 
 from samzamp.config.settings import JobSettings
 from samzamp.config.system_kinds import SystemKind
-from samzamp.systems.base import SystemAdmin, SystemConsumer, SystemProducer
+from samzamp.systems.base import GroupOffsetCommitter, SystemAdmin, SystemConsumer, SystemProducer
 
 __all__ = ["Place", "System", "SystemFactory"]
 
@@ -73,6 +73,11 @@ class System(ABC):
     @abstractmethod
     def consumer(self, group_id: str) -> SystemConsumer:
         """A new consumer for the tasks' inputs, in consumer group ``group_id`` where the system has groups."""
+
+    def group_offsets(self, group_id: str) -> GroupOffsetCommitter | None:
+        """A new committer of input offsets to the consumer group that ``consumer(group_id)``'s
+        consumers are in; None for a system without consumer groups."""
+        return None
 
     def changelog_clients(self) -> Any:
         """What the stores' changelog reader and producer take to reach this system

@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from samzamp import logs
 from samzamp.api.collector import MessageCollector, TaskCoordinator
 from samzamp.api.context import TaskContext
 from samzamp.api.envelope import IncomingMessageEnvelope, SystemStream, SystemStreamPartition
@@ -141,6 +142,10 @@ class TaskRuntime:
 
     def init(self, config: Any) -> None:
         """Call the task's init with its context (its stores open); a failure names the task."""
+        with logs.task_scope(self.name):
+            self._init(config)
+
+    def _init(self, config: Any) -> None:
         if isinstance(self.task, InitableTask):
             stores = dict(self.storage.stores) if self.storage is not None else {}
             try:
@@ -153,12 +158,13 @@ class TaskRuntime:
 
     def close(self) -> None:
         """Close the task, then its stores; a failing close() is logged (the stores close anyway)."""
-        try:
-            if isinstance(self.task, ClosableTask):
-                self.task.close()
-        except Exception as e:
-            log.warning("task %r: close() failed: %s", self.name, e)
-        self.release()
+        with logs.task_scope(self.name):
+            try:
+                if isinstance(self.task, ClosableTask):
+                    self.task.close()
+            except Exception as e:
+                log.warning("task %r: close() failed: %s", self.name, e)
+            self.release()
 
     def release(self) -> None:
         """Close the stores without a commit (closing drops their uncommitted writes and unlocks
@@ -223,6 +229,7 @@ class TaskRuntime:
         envelope_of = IncomingMessageEnvelope
         taken = n = total_ns = max_ns = 0
         done = -1
+        scope = logs.enter_task(self.name)  # what the task logs names it
         try:
             while taken < limit:
                 try:
@@ -273,6 +280,7 @@ class TaskRuntime:
                     return RUN_CHECK
             return RUN_DONE
         finally:
+            logs.leave_task(scope)
             if calls is not None:
                 calls[0] = 0
             counted = self.counted
@@ -298,7 +306,8 @@ class TaskRuntime:
         coordinator = ReadableCoordinator()
         if hook is not None:
             try:
-                hook(self.collector, coordinator)
+                with logs.task_scope(self.name):
+                    hook(self.collector, coordinator)
             except Exception as e:
                 if not self.is_ignored(e):
                     raise task_failure(self.name, e) from e
@@ -331,7 +340,8 @@ class TaskRuntime:
         task = self.task
         if isinstance(task, CheckpointListenerTask):
             try:
-                task.before_commit()
+                with logs.task_scope(self.name):
+                    task.before_commit()
             except Exception as e:
                 raise task_failure(self.name, e) from e
         control_state: Callable[[], ControlState | None] | None = getattr(task, "control_state", None)
@@ -355,7 +365,8 @@ class TaskRuntime:
         """Step 6: tell the task what was checkpointed; a failure names the task."""
         if isinstance(self.task, CheckpointListenerTask):
             try:
-                self.task.on_checkpoint(offsets)
+                with logs.task_scope(self.name):
+                    self.task.on_checkpoint(offsets)
             except Exception as e:
                 raise task_failure(self.name, e) from e
 

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, NoReturn
 
 import msgspec
 
+from samzamp import logs
 from samzamp.api.errors import ConfigError, SystemFailureError, TaskError, WorkerError
 from samzamp.config import Config, validate
 from samzamp.config.stream_serdes import StreamSerdes
@@ -470,11 +471,11 @@ def main() -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the container decides when its workers stop
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     sys.path[:0] = [p for p in spec.sys_path if p not in sys.path]
-    logging.basicConfig(
-        level=logging.INFO, format=f"%(asctime)s %(levelname)s worker-{spec.index} %(name)s: %(message)s"
-    )
+    # As the container logs (its --log-level and --log-format), naming its processor.
+    logs.configure(spec.log_level, "json" if spec.log_format == "json" else "text", worker=spec.index)
+    logs.set_processor(spec.processor)
     if spec.version != f.VERSION:
-        print(f"samzamp worker: frame version {spec.version} from the container, expected {f.VERSION}", file=sys.stderr)
+        log.error("frame version %d from the container, expected %d", spec.version, f.VERSION)
         return 1
     worker = Worker(spec)
     try:

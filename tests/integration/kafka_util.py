@@ -76,6 +76,25 @@ def read_all(bootstrap: str, topic: str, partitions: list[int]) -> list[Any]:
     return out
 
 
+def end_offsets(bootstrap: str, topic: str, partitions: list[int]) -> dict[int, int]:
+    """Each partition's end (high watermark), found as samzamp finds it: by reading to the
+    end-of-partition event, which says it right on Tansu, unlike ListOffsets (ARCHITECTURE.md)."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "test-end", "enable.partition.eof": True})
+    c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
+    out: dict[int, int] = {}
+    deadline = time.monotonic() + 60
+    try:
+        while len(out) < len(partitions):
+            assert time.monotonic() < deadline, f"reading {topic} did not reach its end"
+            for m in c.consume(5000, 0.5):
+                err = m.error()
+                if err is not None and err.code() == PARTITION_EOF:
+                    out[m.partition()] = m.offset()
+    finally:
+        c.close()
+    return out
+
+
 def read_checkpoints(bootstrap: str, job: str, job_id: str = "1") -> list[tuple[str, dict[int, int]]]:
     """Every checkpoint record in topic order, as (task name, {partition: offset})."""
     return [
@@ -113,11 +132,18 @@ class Container:
     started: ClassVar[list[Container]] = []  # killed after each test if still running (conftest)
 
     def __init__(
-        self, config: Path, bootstrap: str, *overrides: str, log: Path | None = None, wrapper: Sequence[str] = ()
+        self,
+        config: Path,
+        bootstrap: str,
+        *overrides: str,
+        log: Path | None = None,
+        wrapper: Sequence[str] = (),
+        args: Sequence[str] = (),
     ) -> None:
-        """``wrapper``: a command that runs the container as its arguments (e.g. in other namespaces)."""
+        """``wrapper``: a command that runs the container as its arguments (e.g. in other namespaces).
+        ``args``: more command-line arguments (``--log-format json``)."""
         env = child_env()
-        args = [
+        argv = [
             *wrapper,
             sys.executable,
             "-m",
@@ -127,11 +153,12 @@ class Container:
             f"systems.kafka.bootstrap.servers={bootstrap}",
         ]
         for o in overrides:
-            args += ["--set", o]
+            argv += ["--set", o]
+        argv += args
         self.log = log
         out = open(log, "ab") if log else subprocess.DEVNULL  # noqa: SIM115
         try:
-            self.proc = subprocess.Popen(args, env=env, stdout=out, stderr=out, cwd=str(ROOT))
+            self.proc = subprocess.Popen(argv, env=env, stdout=out, stderr=out, cwd=str(ROOT))
             Container.started.append(self)
         finally:
             if log:

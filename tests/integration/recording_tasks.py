@@ -10,6 +10,7 @@ import asyncio
 import ctypes
 import fcntl
 import gc
+import logging
 import os
 import random
 import time
@@ -435,15 +436,18 @@ class KeyBucketTask(StreamTask, InitableTask, _Recorder):
     """Records ``V <partition> <key bucket> <offset> <key>`` for every message: which virtual task
     (the record file's name) saw which key, in which order. With test.broadcast.stream, records
     ``B <partition> <offset>`` for the messages of that stream instead; test.busy.us: CPU time each
-    message takes."""
+    message takes (with test.busy.bucket, only the messages of that key bucket)."""
 
     def init(self, context) -> None:
         self._open(context)
         self._broadcast = context.config.get("test.broadcast.stream")
         self._busy_s = int(context.config.get("test.busy.us", 0)) / 1e6
+        bucket = context.config.get("test.busy.bucket")
+        self._busy_bucket = None if bucket is None else int(bucket)
 
     def process(self, envelope, collector, coordinator) -> None:
-        if self._busy_s:
+        busy = self._busy_bucket is None or envelope.system_stream_partition.key_bucket == self._busy_bucket
+        if self._busy_s and busy:
             until = time.perf_counter() + self._busy_s
             while time.perf_counter() < until:
                 pass
@@ -558,3 +562,26 @@ class CampaignTask(StreamTask, InitableTask, CheckpointListenerTask, _Recorder):
         for ssp, offset in offsets.items():
             line = f"K {self._processor} {ssp.partition} {offset} {time.monotonic_ns()}\n"
             os.write(self._commits, line.encode())
+
+
+class LoggingTask(OrderTask):
+    """OrderTask that logs through Python logging (logger ``test.task``): one DEBUG and one INFO line
+    at init, one INFO line for its first message and a WARNING with a traceback for its second."""
+
+    def init(self, context) -> None:
+        super().init(context)
+        self._log = logging.getLogger("test.task")
+        self._log.debug("init of %s (debug)", context.task_name)
+        self._log.info("init of %s", context.task_name)
+        self._logged = 0
+
+    def process(self, envelope, collector, coordinator) -> None:
+        super().process(envelope, collector, coordinator)
+        self._logged += 1
+        if self._logged == 1:
+            self._log.info("first message: offset %d", envelope.offset)
+        elif self._logged == 2:
+            try:
+                raise ValueError("not really")
+            except ValueError:
+                self._log.warning("second message: offset %d", envelope.offset, exc_info=True)

@@ -50,8 +50,11 @@ RACK = f"rack-from-env-{os.getpid()}"
 SECRET = f"never-printed-{os.getpid()}"
 MESSAGES = 20
 
-# One line of librdkafka's configuration dump: (client instance, property, value).
-_CONF = re.compile(r"^%7\|[\d.]+\|CONF\|(?P<instance>[^|]+)\| \[thrd:app\]:   (?P<key>\S+) = (?P<value>.*)$")
+# One line of librdkafka's configuration dump, through the "librdkafka" logger at DEBUG (in a worker
+# process, or not): (client instance, property, value).
+_CONF = re.compile(
+    r" DEBUG (?:worker-\d+ )?librdkafka: CONF \[(?P<instance>[^]]+)\] \[thrd:app\]:   (?P<key>\S+) = (?P<value>.*)$"
+)
 
 CONTAINER_KINDS = ["admin", "consumer", "producer", "checkpoint-producer", "end-offsets", "metadata-reader"]
 CLIENTS: list[tuple[str, str]] = [
@@ -67,7 +70,7 @@ def dumps(text: str) -> dict[str, dict[str, str]]:
     """librdkafka client instance (``<client.id>#<type>-<n>``) -> the configuration it printed."""
     out: dict[str, dict[str, str]] = {}
     for line in text.splitlines():
-        m = _CONF.match(line)
+        m = _CONF.search(line)
         if m:
             out.setdefault(m["instance"], {})[m["key"]] = m["value"]
     return out

@@ -4,6 +4,7 @@ and a missing extra named. The commands run as a user runs them (``python -m``, 
 from __future__ import annotations
 
 import importlib
+import json
 import logging
 import os
 import subprocess
@@ -80,6 +81,45 @@ def test_a_bad_log_level_from_the_environment_says_where_it_came_from() -> None:
     assert r.returncode == 2, (r.stdout, r.stderr)
     assert r.stderr.count("\n") == 1, r.stderr
     assert "invalid level 'loud' (from $SAMZAMP_LOG_LEVEL)" in r.stderr
+
+
+@pytest.mark.parametrize("prog", COMMANDS)
+def test_a_bad_log_format_is_one_line_and_exit_2(prog: str) -> None:
+    module, required = COMMANDS[prog]
+    r = _run(module, CONFIG, *required, "--log-format", "xml")
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert (
+        r.stderr
+        == f"{prog}: error: argument --log-format: invalid format 'xml': choose text or json (see {prog} --help)\n"
+    )
+
+
+def test_a_bad_log_format_from_the_environment_says_where_it_came_from() -> None:
+    r = _run("samzamp.cli.drain", CONFIG, env={**os.environ, "SAMZAMP_LOG_FORMAT": "yaml"})
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert "invalid format 'yaml' (from $SAMZAMP_LOG_FORMAT)" in r.stderr
+
+
+def test_a_failure_in_the_json_format_is_one_json_line() -> None:
+    # A config error (a missing task class) from a real command: stderr holds only JSON records.
+    r = _run(
+        "samzamp.cli.container",
+        CONFIG,
+        "--set",
+        "task.class=nowhere:Task",
+        "--log-format",
+        "JSON",
+        "--log-level",
+        "debug",
+    )
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    records = [json.loads(line) for line in r.stderr.splitlines()]
+    assert records[-1]["level"] == "ERROR"
+    assert records[-1]["logger"] == "samzamp-container"
+    assert records[-1]["message"].startswith(
+        "samzamp-container: config error: task.class: cannot import module 'nowhere'"
+    )
+    assert any("exception" in rec for rec in records)  # the traceback, at DEBUG, as a field
 
 
 @pytest.mark.parametrize("prog", COMMANDS)

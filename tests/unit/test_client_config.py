@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import pickle
+import typing
 from typing import Any
 
 import pytest
@@ -16,7 +17,7 @@ from samzamp.api.errors import ConfigError
 from samzamp.config import Config, validate
 from samzamp.config.schema import check_keys
 from samzamp.systems.kafka.changelog import CHANGELOG_PRODUCER_DEFAULTS
-from samzamp.systems.kafka.client_config import ClientKind, KafkaClientSettings, client_config
+from samzamp.systems.kafka.client_config import LIBRDKAFKA_LOG, ClientKind, KafkaClientSettings, client_config
 from samzamp.systems.kafka.producer import OUTPUT_PRODUCER_DEFAULTS
 
 BASE: dict[str, Any] = {
@@ -77,6 +78,7 @@ def test_a_producer_gets_the_producer_block_and_an_admin_only_the_common_one() -
         "fetch.wait.max.ms": 7,
         "security.protocol": "SASL_SSL",
         "bootstrap.servers": "b1:9092,b2:9092",
+        "logger": LIBRDKAFKA_LOG,
     }
 
 
@@ -179,3 +181,12 @@ def test_output_and_changelog_producers_are_idempotent_unless_the_producer_block
     assert client_config(_clients(), kind, defaults)["acks"] == "all"  # what idempotence needs
     off = _clients(**{"systems.kafka.producer.enable.idempotence": False})
     assert client_config(off, kind, defaults)["enable.idempotence"] is False
+
+
+@pytest.mark.parametrize("kind", typing.get_args(ClientKind))
+def test_every_client_logs_through_python_logging(kind: ClientKind) -> None:
+    # librdkafka's own lines go to the "librdkafka" logger (the process's level and format), never
+    # raw to stderr; no block can take that away.
+    conf = client_config(_clients(**{"systems.kafka.kafka.logger": "stderr"}), kind)
+    assert conf["logger"] is LIBRDKAFKA_LOG
+    assert LIBRDKAFKA_LOG.name == "librdkafka"

@@ -129,6 +129,11 @@ class WorkerSpec(msgspec.Struct, frozen=True):
     from_worker: str
     calls_fd: int = -1  # the worker's CallSlot (see calls.py), inherited
     graph_digest: str = ""  # an application's graph as the container built it (the worker checks its own)
+    # How the container logs (--log-level, --log-format; samzamp.logs): the worker logs the same
+    # way, naming the container's processor.
+    log_level: str = "INFO"
+    log_format: str = "text"
+    processor: str | None = None
 
 
 # -- loop -> worker ------------------------------------------------------------------------------

@@ -43,6 +43,7 @@ from typing import Any
 import msgspec
 import psutil
 
+from samzamp import logs
 from samzamp.api.envelope import SystemStreamPartition
 from samzamp.api.errors import CallbackTimeoutError, ConfigError, SerdeError, TaskError, WorkerError
 from samzamp.dispatch.process import frames as f
@@ -150,9 +151,11 @@ class WorkerPool:
             w.stopped = self._loop.create_future()
             self._register_metrics(w)
 
-    async def start(self, config: dict[str, Any], graph_digest: str = "") -> None:
-        """Hand each worker its spec (the job's config, and the digest of an application's graph)
-        and wait until every one is ready to take tasks on (``add_task``)."""
+    async def start(self, config: dict[str, Any], graph_digest: str = "", processor: str | None = None) -> None:
+        """Hand each worker its spec (the job's config, the digest of an application's graph, and
+        how this process logs, for ``processor``) and wait until every one is ready to take tasks
+        on (``add_task``)."""
+        setup = logs.current()
         for w in self.workers:
             spec = f.WorkerSpec(
                 f.VERSION,
@@ -164,6 +167,9 @@ class WorkerPool:
                 w.from_worker.spec().encode(),
                 w.calls.fd,
                 graph_digest,
+                setup.level,
+                setup.format,
+                processor,
             )
             assert w.process is not None
             assert w.process.stdin is not None

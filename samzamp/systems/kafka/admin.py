@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic  # type: ignore[attr-defined]
@@ -21,13 +22,26 @@ log = logging.getLogger(__name__)
 
 
 class KafkaSystemAdmin:
-    """Metadata, topic creation and whole-partition reads of one Kafka system."""
+    """Metadata, topic creation and whole-partition reads of one Kafka system.
+
+    Its admin client lives from the first call to ``stop`` (a call after ``stop`` makes a new one).
+    librdkafka's log lines of that client wait for a poll (``client_config`` routes them to Python
+    logging): each call serves them first, and ``stop`` serves the last ones.
+    """
 
     def __init__(self, clients: KafkaClientSettings) -> None:
         self._clients = clients
         self._system = clients.system
         self._bootstrap = clients.bootstrap
-        self._admin = AdminClient(client_config(clients, "admin"))
+        self._client: Any = None
+
+    @property
+    def _admin(self) -> Any:
+        """The admin client, made on first use; its waiting log lines served."""
+        if self._client is None:
+            self._client = AdminClient(client_config(self._clients, "admin"))
+        self._client.poll(0)
+        return self._client
 
     def partition_counts(self, streams: list[str]) -> dict[str, int]:
         try:
@@ -146,4 +160,8 @@ class KafkaSystemAdmin:
             consumer.close()
 
     def stop(self) -> None:
-        pass
+        """Let the admin client go now, closing its connections: before the embedded broker stops,
+        so that librdkafka has no connection to lose ("Disconnected") when it does."""
+        client, self._client = self._client, None
+        if client is not None:
+            client.poll(0)  # its last log lines

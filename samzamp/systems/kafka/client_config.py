@@ -14,6 +14,12 @@ A client's settings, lowest precedence first:
    false, enable.partition.eof = true where the end of a partition is found by its EOF event). A
    user value replaced by an owned one is logged once as a warning.
 
+librdkafka's own log lines go to the Python logger ``librdkafka`` (confluent-kafka's ``logger``
+setting, on every client), so they take the process's log level and format (``--log-format json``)
+instead of going raw to stderr. Its levels map as confluent-kafka maps them: syslog 0-2 CRITICAL,
+3 ERROR, 4 WARNING, 5-6 INFO, 7 DEBUG. A client hands its lines over when it is polled (consume,
+poll, flush), so every client samzamp keeps is polled or served on use.
+
 Each client kind gets a descriptive default ``client.id``, ``samzamp-<job.name>-<job.id>[-<process>]-<kind>``
 (process: ``worker-<n>``, ``drain``, ``offline``), which a ``client.id`` in the blocks above replaces.
 """
@@ -30,9 +36,12 @@ from samzamp.config.config import redacted
 if TYPE_CHECKING:
     from samzamp.config.settings import SystemSettings
 
-__all__ = ["EOF_READER", "ClientKind", "KafkaClientSettings", "client_config"]
+__all__ = ["EOF_READER", "LIBRDKAFKA_LOG", "ClientKind", "KafkaClientSettings", "client_config"]
 
 log = logging.getLogger(__name__)
+
+# Where every client's librdkafka log lines go (the ``logger`` setting each client is given).
+LIBRDKAFKA_LOG = logging.getLogger("librdkafka")
 
 # Owned by every reader that finds a partition's end by its EOF event; none commits an offset
 # (the only record of progress is samzamp's checkpoint).
@@ -43,6 +52,7 @@ ClientKind = Literal[
     "producer",  # task outputs (container and workers); samzamp-drain's coordinator-stream writes
     "checkpoint-producer",  # checkpoints and the container's coordinator-stream writes
     "admin",  # topic metadata and creation
+    "group-offsets",  # input offsets committed to the consumer group, for lag tools
     "end-offsets",  # exact high watermarks of inputs that start at the upcoming message
     "metadata-reader",  # reads the checkpoint topic and the coordinator stream
     "changelog-producer",  # store changes
@@ -60,6 +70,7 @@ _ROLE: dict[str, str | None] = {
     "changelog-producer": "producer",
     "changelog-writer": "producer",
     "admin": None,
+    "group-offsets": None,  # an admin client
 }
 
 
@@ -118,6 +129,7 @@ def client_config(
             log.warning("%s is not used by the %s client: samzamp needs %s = %s there", user[k], kind, k, _text(v))
         conf[k] = v
     conf["bootstrap.servers"] = settings.bootstrap
+    conf["logger"] = LIBRDKAFKA_LOG
     if log.isEnabledFor(logging.DEBUG):
         log.debug("kafka %s client of system %r: %s", kind, settings.system, redacted(conf))
     return conf

@@ -14,7 +14,7 @@ from samzamp.systems.kafka.assign import add_partitions, assign
 from samzamp.systems.kafka.client_config import ClientKind, KafkaClientSettings, client_config
 from samzamp.systems.kafka.codes import PARTITION_EOF
 
-__all__ = ["KafkaSystemConsumer", "consumer_config"]
+__all__ = ["KafkaSystemConsumer", "consumer_config", "consumer_group"]
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +38,12 @@ def consumer_config(
     return client_config(
         clients, kind, defaults, {"enable.auto.commit": False, "enable.auto.offset.store": False, **(owned or {})}
     )
+
+
+def consumer_group(clients: KafkaClientSettings, group_id: str) -> str:
+    """The consumer group of the input consumers made with ``group_id``: the one their settings give
+    (``systems.<s>.consumer.group.id`` or ``systems.<s>.kafka.group.id`` replace ``group_id``)."""
+    return str(consumer_config(clients, "consumer", group_id)["group.id"])
 
 
 class KafkaSystemConsumer:

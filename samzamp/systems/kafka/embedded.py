@@ -15,9 +15,11 @@ import socket
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 from samzamp.api.errors import SystemFailureError
 from samzamp.extras import EMBEDDED, require
+from samzamp.systems.kafka.client_config import LIBRDKAFKA_LOG
 
 __all__ = ["EmbeddedBroker", "tansu_binary"]
 
@@ -91,14 +93,18 @@ class EmbeddedBroker:
                 time.sleep(0.02)
         else:
             return False
-        admin = AdminClient({"bootstrap.servers": self.bootstrap_servers})
-        while time.monotonic() < deadline:
-            try:
-                admin.list_topics(timeout=2)
-                return True
-            except Exception:
-                time.sleep(0.05)
-        return False
+        conf: dict[str, Any] = {"bootstrap.servers": self.bootstrap_servers, "logger": LIBRDKAFKA_LOG}
+        admin = AdminClient(conf)
+        try:
+            while time.monotonic() < deadline:
+                try:
+                    admin.list_topics(timeout=2)
+                    return True
+                except Exception:
+                    time.sleep(0.05)
+            return False
+        finally:
+            admin.poll(0)  # its log lines, before it goes
 
     def stop(self) -> None:
         p = self.process

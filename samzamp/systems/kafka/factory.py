@@ -10,12 +10,14 @@ from samzamp.api.errors import ConfigError
 from samzamp.config.settings import JobSettings
 from samzamp.config.system_kinds import KAFKA
 from samzamp.extras import EMBEDDED, require
-from samzamp.systems.base import SystemAdmin, SystemConsumer, SystemProducer
+from samzamp.logs import announce
+from samzamp.systems.base import GroupOffsetCommitter, SystemAdmin, SystemConsumer, SystemProducer
 from samzamp.systems.factory import Place, System, SystemFactory
 from samzamp.systems.kafka.admin import KafkaSystemAdmin
 from samzamp.systems.kafka.client_config import KafkaClientSettings
 from samzamp.systems.kafka.consumer import KafkaSystemConsumer
 from samzamp.systems.kafka.embedded import EmbeddedBroker
+from samzamp.systems.kafka.group_offsets import KafkaGroupOffsets
 from samzamp.systems.kafka.producer import KafkaSystemProducer
 from samzamp.systems.registry import register
 
@@ -41,6 +43,9 @@ class KafkaSystem(System):
 
     def consumer(self, group_id: str) -> SystemConsumer:
         return KafkaSystemConsumer(self.clients, group_id)
+
+    def group_offsets(self, group_id: str) -> GroupOffsetCommitter:
+        return KafkaGroupOffsets(self.clients, group_id)
 
     def changelog_clients(self) -> KafkaClientSettings:
         return self.clients
@@ -76,7 +81,7 @@ def _embedded_broker(system: str, place: Place) -> str:
             system,
             broker.bootstrap_servers,
         )
-        print(f"samzamp: embedded broker at {broker.bootstrap_servers}", flush=True)
+        announce(f"samzamp: embedded broker at {broker.bootstrap_servers}")
     return str(broker.bootstrap_servers)
 
 
