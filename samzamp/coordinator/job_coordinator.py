@@ -91,6 +91,8 @@ class JobCoordinator(Protocol):
     # stopped through its container's loop and then ``stop`` (the coordinator leaves cleanly).
     # False: ``start`` applies the job's one model, so a stop during it abandons the start-up.
     models_while_running: bool
+    # This processor's id in the job (its container's name in the job model); "0" for passthrough.
+    processor_id: str
 
     async def start(self, listener: JobCoordinatorListener) -> None:
         """Join the job; ``listener`` hears every decision from now until ``stop``."""

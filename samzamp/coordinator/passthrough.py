@@ -18,6 +18,7 @@ class PassthroughJobCoordinator:
     """A ``JobCoordinator`` that publishes one model, at start, in which this processor runs every task."""
 
     models_while_running = False
+    processor_id = "0"  # the one processor (Samza's container "0")
 
     def __init__(self, calculator: ModelCalculator) -> None:
         self._calculator = calculator
