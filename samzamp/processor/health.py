@@ -13,8 +13,8 @@ __all__ = ["READY", "ProcessorState"]
 
 class ProcessorState(StrEnum):
     """The processor's state, first match wins in this order: stopped, stopping, starting (no
-    container yet), restoring, rebalancing, starting (the loop not running yet), paused, draining,
-    running."""
+    container yet), restoring, rebalancing, starting (the loop not running yet, or no job model
+    applied yet), paused, draining, running."""
 
     # Connecting, creating topics, joining the job: no task runs yet.
     STARTING = "starting"

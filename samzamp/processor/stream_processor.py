@@ -134,7 +134,7 @@ class StreamProcessor:
         listener = self._listener
         if listener is not None and listener.rebalancing:
             return ProcessorState.REBALANCING
-        if not container.running:
+        if not container.running or container.job_model.generation == 0:  # no job model applied yet
             return ProcessorState.STARTING
         fence = container.fence
         if fence is not None and not fence():
