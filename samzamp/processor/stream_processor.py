@@ -415,8 +415,14 @@ class StreamProcessor:
         from samzamp.metrics.prometheus.names import Namer
         from samzamp.metrics.prometheus.server import MetricsServer
 
-        streams = {(ss.system, ss.stream) for ss in st.task.inputs}
-        streams |= {(ssp.system, ssp.stream) for ssp in st.task.broadcast_inputs}
+        task = st.task
+        read = {
+            *task.inputs,
+            *task.broadcast_only,
+            *task.intermediate,
+            *(p.system_stream for p in task.broadcast_inputs),
+        }
+        streams = {(ss.system, ss.stream) for ss in read}
         labels = {"job": st.name, "job_id": st.id}
         collector = RegistryCollector(
             self.metrics,
