@@ -21,6 +21,11 @@ falls in its measured part; each container's rate is its outputs over its measur
 ratio per round is endpoint / off. Every output must be written and each container exit 0 on
 SIGTERM.
 
+First, apart from the rounds, what one scrape costs: the endpoint container of the same job, idle
+(reading only messages that arrive after its start), scraped ``--cost-scrapes`` times back to back;
+its process's CPU over them, less its idle CPU, per scrape. On a shared machine this is the figure
+the rounds' ratios cannot resolve: their spread is far wider than 2%.
+
 Prints each round (rates, and CPU per message: the container's and workers' CPU share over its
 rate; endpoint / off, slice by slice: its spread is the noise left; the scrapes answered and their
 size), then the medians and the median of the rounds' ratios, of rates and of CPU per message. Target: >= 0.98
@@ -34,16 +39,19 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import signal
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 import noop
-from turns import SAMPLE_S, Contender, Runner, by_cycle, by_round, start_container, turns_round
+from turns import SAMPLE_S, Contender, Runner, by_cycle, by_round, container_args, start_container, turns_round
 
 from samzamp.systems.kafka import EmbeddedBroker
 
@@ -54,11 +62,12 @@ ENDPOINT = re.compile(r"prometheus: (http://\S+/metrics)")
 
 class Scraper:
     """GETs ``url`` every ``every_s`` on a thread of its own until ``stop``: how many answered, the
-    bytes of the last, and what failed."""
+    bytes of the last, and what failed while the container (``alive()``) still ran."""
 
-    def __init__(self, url: str, every_s: float) -> None:
+    def __init__(self, url: str, every_s: float, alive: Callable[[], bool]) -> None:
         self.url = url
         self.every_s = every_s
+        self._alive = alive
         self.scrapes = 0
         self.last_bytes = 0
         self.errors: list[str] = []
@@ -72,12 +81,10 @@ class Scraper:
                 with urllib.request.urlopen(self.url, timeout=120) as r:
                     self.last_bytes = len(r.read())
                 self.scrapes += 1
-            except ConnectionRefusedError:
-                pass  # the round ended: the container stopped
             except Exception as e:
-                if isinstance(getattr(e, "reason", None), ConnectionRefusedError):
-                    pass  # urllib's wrapping of the same
-                elif not self._stop.is_set():
+                # At the end of the round the container stops: a scrape then is refused or reset.
+                self._stop.wait(2)
+                if self._alive():
                     self.errors.append(f"{type(e).__name__}: {e}")
             self._stop.wait(self.every_s)
 
@@ -125,7 +132,9 @@ def run_round(
         logged = ENDPOINT.search(runners["endpoint"].log_path.read_text(errors="replace"))
         if logged is None:
             raise SystemExit("the endpoint container logged no 'prometheus: URL' line")
-        scrapers.append(Scraper(logged.group(1), args.scrape_every))
+        proc = runners["endpoint"].proc
+        assert proc is not None
+        scrapers.append(Scraper(logged.group(1), args.scrape_every, lambda: proc.poll() is None))
 
     try:
         order = turns_round([runners[m] for m in modes], launch, [], n, args, broker_pid, bs, workdir)
@@ -135,12 +144,59 @@ def run_round(
     return {c.label: c for c in order}, scrapers[0]
 
 
+def scrape_cost(bs: str, pool: int, scrapes: int, workdir: Path) -> tuple[float, int]:
+    """CPU seconds one scrape costs the container, measured apart from any throughput: the endpoint
+    container of the rounds' job, reading only messages that arrive after its start (none), idle;
+    its process's CPU over ``scrapes`` scrapes back to back, less what it spends idle in as long
+    (measured just before). Also the bytes of a scrape."""
+    topic = out_topic("cost", 0)
+    toml_path = workdir / "job-cost.toml"
+    toml_path.write_text(job_toml("endpoint", pool, 0).replace(out_topic("endpoint", 0), topic))
+    log_path = workdir / "container-cost.log"
+    sets = ["systems.kafka.default.stream.samza.offset.default=upcoming", "job.id=prom-cost"]
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(
+            container_args(toml_path, bs, sets),
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=noop.THIS.env(topic),
+            cwd=workdir,
+        )
+    try:
+        deadline = time.monotonic() + 120
+        while "starting offsets" not in (text := log_path.read_text(errors="replace")):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit(f"the scrape-cost container did not start:\n{text[-3000:]}")
+            time.sleep(0.1)
+        logged = ENDPOINT.search(text)
+        assert logged is not None
+        url = logged.group(1)
+        time.sleep(3)  # settled: tasks started, workers idle
+        size = 0
+        with urllib.request.urlopen(url, timeout=30) as r:
+            size = len(r.read())
+        cpu0, t0 = noop.cpu_seconds(proc.pid), time.perf_counter()
+        time.sleep(3)
+        idle = (noop.cpu_seconds(proc.pid) - cpu0) / (time.perf_counter() - t0)
+        cpu0, t0 = noop.cpu_seconds(proc.pid), time.perf_counter()
+        for _ in range(scrapes):
+            with urllib.request.urlopen(url, timeout=30) as r:
+                r.read()
+        spent = noop.cpu_seconds(proc.pid) - cpu0 - idle * (time.perf_counter() - t0)
+        return spent / scrapes, size
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=120)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--messages", type=int, default=1_000_000, help="input messages (default 1000000)")
     ap.add_argument("--repeat", type=int, default=3, help="rounds (default 3); medians reported")
     ap.add_argument("--pool", type=int, default=2, help="job.container.thread.pool.size (default 2)")
     ap.add_argument("--scrape-every", type=float, default=1.0, help="seconds between scrapes (default 1)")
+    ap.add_argument("--cost-scrapes", type=int, default=300, help="scrapes timed for the cost of one (default 300)")
     ap.add_argument("--slice", type=float, default=3.0, help="seconds each runs in its turn (default 3)")
     ap.add_argument("--settle", type=float, default=0.5, help="seconds of a slice not measured (default 0.5)")
     args = ap.parse_args(argv)
@@ -155,7 +211,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         bs = broker.bootstrap_servers
         broker_pid = broker.process.pid if broker.process is not None else None
-        noop.create_topics(bs, [noop.INPUT_TOPIC, *(out_topic(m, r) for r in range(reps) for m in MODES)])
+        noop.create_topics(
+            bs, [noop.INPUT_TOPIC, out_topic("cost", 0), *(out_topic(m, r) for r in range(reps) for m in MODES)]
+        )
         t = time.perf_counter()
         avg = noop.produce_input(bs, n)
         print(
@@ -165,6 +223,11 @@ def main(argv: list[str] | None = None) -> int:
             f"cpus: {os.cpu_count()}"
         )
         with tempfile.TemporaryDirectory(prefix="samzamp-bench-prometheus-") as tmp:
+            cost_s, size = scrape_cost(bs, pool, args.cost_scrapes, Path(tmp))
+            print(
+                f"one scrape ({size:,} bytes) costs the container {cost_s * 1e3:.2f} ms of CPU "
+                f"(over {args.cost_scrapes} scrapes of an idle container, its idle CPU taken off)"
+            )
             for rep in range(reps):
                 res, scraper = run_round(bs, broker_pid, pool, n, rep, args, Path(tmp))
                 rounds.append(res)
@@ -195,6 +258,12 @@ def main(argv: list[str] | None = None) -> int:
     rate_off = statistics.median(res[off].rate for res in rounds)
     print(f"  endpoint {rate_on:>9,.0f} msg/s, off {rate_off:>9,.0f} msg/s; by round {by_round(ratios)}")
     print(f"  cpu per message endpoint / off by round {by_round(cpu)}: median {statistics.median(cpu):.3f}")
+    used = statistics.median(res[on].cpu_s / res[on].running_s for res in rounds)
+    share = cost_s / args.scrape_every / used
+    print(
+        f"  scrapes every {args.scrape_every:g} s cost {cost_s / args.scrape_every:.2%} of a core, "
+        f"{share:.2%} of the {used:.2f} cores the endpoint container and its workers used running"
+    )
     print(f"prometheus endpoint / off pool {pool}: {statistics.median(ratios):.3f} (target >= {TARGET})")
     return 0
 
