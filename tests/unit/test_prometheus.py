@@ -254,7 +254,10 @@ def test_what_the_table_does_not_name_still_exports_valid_and_once(caplog: pytes
     made = [k for k in s if k[0] == "samza_task_made_things_total"]
     assert len(made) == 1
     assert not [k for k in s if k[0] == "samza_future_thing_made_things_total_total"]
-    assert "prometheus: left out" in caplog.text
+    assert "prometheus: left out TaskName-Partition 0 'made-things': the series" in caplog.text
+    assert "prometheus: left out FutureThingMetrics 'made-things-total': samza_future_thing_made_things_total" in (
+        caplog.text
+    )
     # Each problem is logged once, not at every scrape.
     caplog.clear()
     collector = RegistryCollector(m, Namer(STREAMS), lambda: CONST)
