@@ -3,18 +3,19 @@
 It owns what outlasts any one job model: the systems (and the embedded broker), the worker
 processes, the metrics and their reporter, its part of the job's run (``Runs``), the drain monitor,
 signal handling, the job coordinator and the Prometheus endpoint (metrics.prometheus.port:
-/metrics and /healthz, which reports ``state``). It gets the coordinator, and where the run is kept, from
-the ``JobCoordinatorFactory`` that job.coordinator.factory names (``samzamp.coordinator.factory``),
-and never asks which it has: the coordinator decides the job models and its listener
-(``ContainerListener``) applies each to the processor's ``SamzaContainer``. When the coordinator
-loses this processor's membership (``MembershipExpired``), the processor abandons its tasks and
-joins again with a new container and a new coordinator.
+/metrics, and /healthz, which reports ``state``). It gets the coordinator, and where the run is
+kept, from the ``JobCoordinatorFactory`` that job.coordinator.factory names
+(``samzamp.coordinator.factory``), and never asks which it has: the coordinator decides the job
+models and its listener (``ContainerListener``) applies each to the processor's ``SamzaContainer``.
+When the coordinator loses this processor's membership (``MembershipExpired``), the processor
+abandons its tasks and joins again with a new container and a new coordinator.
 
-Start, in Samza's order: the Prometheus endpoint (when on) -> config warnings -> worker processes spawned (they import while this
-process connects) -> systems -> missing topics created -> run id published -> container made ->
-coordinator started: each job model computed (``JobModelCalculator``: from the inputs and the task
-history in the metadata store; changelog topics created or checked; the task history recorded) and
-applied (checkpoints read, stores restored, tasks init'ed) -> drain monitor -> run loop. Stop:
+Start, in Samza's order: the Prometheus endpoint (when on) -> config warnings -> worker processes
+spawned (they import while this process connects) -> systems -> missing topics created -> run id
+published -> container made -> coordinator started: each job model computed
+(``JobModelCalculator``: from the inputs and the task history in the metadata store; changelog
+topics created or checked; the task history recorded) and applied (checkpoints read, stores
+restored, tasks init'ed) -> drain monitor -> run loop. Stop:
 final commit (by the run loop) -> tasks closed, in this process and in the workers -> the
 coordinator left -> how the run ended recorded (after a drain, its notifications deleted) ->
 producers flushed and stopped -> embedded broker stopped -> the endpoint stopped.

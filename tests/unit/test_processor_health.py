@@ -1,6 +1,7 @@
 """What /healthz reports, from the processor's own flags: a processor on the in-memory system read
 from another thread (as the endpoint's threads read it) while its task's init holds it in
-restoring, then running, stopped; and the listener's rebalancing flag through a version."""
+restoring, then running, stopped; the listener's rebalancing flag through a version; and no
+endpoint in a TestRunner."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from samzamp.processor.health import READY, ProcessorState
 from samzamp.processor.listener import ContainerListener
 from samzamp.processor.stream_processor import StreamProcessor
 from samzamp.systems.inmemory.system import InMemoryStreams
+from samzamp.testing import TestRunner
 
 GATE = threading.Event()
 
@@ -159,3 +161,14 @@ def test_the_listener_rebalances_from_a_versions_expiry_until_it_is_applied() ->
 
     asyncio.run(failed())
     assert listener.rebalancing is False  # the failure stops the processor: stopping says so
+
+
+class _Counting(StreamTask):
+    def process(self, envelope: Any, collector: Any, coordinator: Any) -> None:
+        pass
+
+
+def test_a_test_runner_binds_no_port_of_the_jobs_config() -> None:
+    result = TestRunner(_Counting, {"metrics.prometheus.port": 0}).add_input("in", [1, 2, 3]).run()
+    assert result.processor.endpoint is None
+    assert result.processor.settings.prometheus is None
