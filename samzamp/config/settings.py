@@ -18,9 +18,11 @@ from samzamp.config.keys import ConfigWarning
 from samzamp.config.samza_keys import GLOBAL_STORE_KEYS
 from samzamp.config.standalone import ZkSettings, coordinator_factory, standalone_warnings, zk_settings
 from samzamp.config.system_kinds import SystemKind, system_kind, system_kind_names
+from samzamp.extras import PROMETHEUS
 
 __all__ = [
     "JobSettings",
+    "PrometheusSettings",
     "StreamSettings",
     "SystemSettings",
     "TaskSettings",
@@ -117,6 +119,15 @@ class StreamSettings:
         return SystemStream(self.system, self.physical_name)
 
 
+@dataclass(frozen=True)
+class PrometheusSettings:
+    """The Prometheus and health endpoint: metrics.prometheus.host and metrics.prometheus.port (0:
+    any free port)."""
+
+    host: str
+    port: int
+
+
 def checkpoint_topic_name(job_name: str, job_id: str) -> str:
     """Samza's checkpoint topic name (underscores in name and id become dashes)."""
     return f"__samza_checkpoint_ver_1_for_{job_name.replace('_', '-')}_{job_id.replace('_', '-')}"
@@ -165,6 +176,7 @@ class JobSettings:
     zk: ZkSettings | None = None  # standalone mode (job.coordinator.factory = zk); None: passthrough
     warnings: tuple[ConfigWarning, ...] = ()  # accepted keys worth a word, logged once at start
     application: ApplicationPlan | None = None  # app.class's graph and what it derives; None: task.class
+    prometheus: PrometheusSettings | None = None  # metrics.prometheus.*; None: no endpoint (port -1)
 
     @property
     def logged_stores(self) -> frozenset[str]:
@@ -308,6 +320,7 @@ class JobSettings:
             zk=zk,
             warnings=tuple(standalone_warnings(config)),
             application=application,
+            prometheus=_prometheus(config),
         )
 
     def stream(self, system_stream: SystemStream) -> StreamSettings:
@@ -317,6 +330,24 @@ class JobSettings:
     def reset_inputs(self) -> list[SystemStream]:
         """The inputs whose checkpointed offsets are ignored (streams.<id>.samza.reset.offset)."""
         return [ss for ss in self.task.inputs if self.stream(ss).reset_offset]
+
+
+def _prometheus(config: Config) -> PrometheusSettings | None:
+    """The endpoint's settings, None when metrics.prometheus.port is -1 (off, the default). A port
+    set without prometheus_client installed is refused here, before anything starts."""
+    port = config.get_int("metrics.prometheus.port", -1)
+    if port == -1:
+        return None
+    if not PROMETHEUS.installed():
+        raise ConfigError(
+            "metrics.prometheus.port",
+            f"the endpoint needs prometheus_client: pip install 'samzamp[{PROMETHEUS.name}]', or remove the key "
+            "(-1: off)",
+        )
+    host = config.get_str("metrics.prometheus.host", "127.0.0.1") or ""
+    if not host.strip():
+        raise ConfigError("metrics.prometheus.host", "is empty: name an address, e.g. 127.0.0.1 or 0.0.0.0")
+    return PrometheusSettings(host, port)
 
 
 def _job_name_or_id(config: Config, what: str) -> str | None:

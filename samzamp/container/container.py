@@ -125,6 +125,7 @@ class SamzaContainer:
         self._ssp_gauges = SspGauges(metrics, self.consumers.high_watermark)
         self._applying = asyncio.Lock()
         self._broadcast = settings.task.broadcast_inputs
+        self._starting = 0  # calls of _start_tasks under way (restores, inits)
 
     def _group_offsets(self) -> GroupOffsets | None:
         """Where each checkpoint's input offsets go for lag tools (task.checkpoint.commit.group.offsets),
@@ -202,6 +203,13 @@ class SamzaContainer:
 
     # -- starting tasks -------------------------------------------------------------------------
     async def _start_tasks(self, models: list[TaskModel]) -> None:
+        self._starting += 1
+        try:
+            await self._start_new_tasks(models)
+        finally:
+            self._starting -= 1
+
+    async def _start_new_tasks(self, models: list[TaskModel]) -> None:
         last = await asyncio.to_thread(self._checkpoints.read_last_checkpoints)
         # A task drained in this run already (by a processor that left since) stays drained: it
         # reads nothing past its drain point, and sends nothing after its drain messages (R-A14).
@@ -427,6 +435,22 @@ class SamzaContainer:
         self.run_loop.abort(error)
 
     # -- the loop's controls, for the processor and its coordinator (they never reach into the loop)
+    @property
+    def starting_tasks(self) -> bool:
+        """Whether tasks that arrived are being started: their checkpoints read, their stores
+        restored, ``init`` called (read from any thread, as the processor's health)."""
+        return self._starting > 0
+
+    @property
+    def running(self) -> bool:
+        """Whether the run loop runs (from ``run`` until it stops or fails)."""
+        return self.run_loop.running
+
+    @property
+    def draining(self) -> bool:
+        """Whether the container drains (samzamp-drain), until it stops."""
+        return self.run_loop.draining
+
     @property
     def takes_models(self) -> bool:
         """Whether a new job model may be applied: not once asked to shut down or failed. A draining

@@ -193,6 +193,11 @@ class RunLoop:
         return self.draining or self.shutdown_requested or self.error is not None
 
     @property
+    def running(self) -> bool:
+        """Whether ``run`` is running its loop (from its start until it stops or fails)."""
+        return self._running
+
+    @property
     def takes_tasks(self) -> bool:
         """Whether tasks may still come and go: running or draining (a drain takes a task over where
         its checkpoint is), not once asked to shut down or failed."""

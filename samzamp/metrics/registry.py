@@ -102,3 +102,9 @@ class MetricsRegistry:
         removes metrics: each dict is copied in one C call (``list(d.items())`` runs no bytecode, so
         no other thread runs meanwhile) before any gauge's function is called."""
         return {g: {n: m.snapshot() for n, m in list(ms.items())} for g, ms in list(self._groups.items()) if ms}
+
+    def entries(self) -> list[tuple[str, str, Counter | Gauge | Timer]]:
+        """Every metric as (group, name, metric), for an exporter that needs each metric's kind
+        (a counter and a gauge snapshot alike). Safe on any thread, as ``snapshot``; nothing is
+        evaluated: the caller calls each metric's ``snapshot()``."""
+        return [(g, n, m) for g, ms in list(self._groups.items()) for n, m in list(ms.items())]

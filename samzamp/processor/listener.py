@@ -35,8 +35,12 @@ class ContainerListener:
         # The container's own model generation: it grows with each model applied, the release
         # of a version's leaving tasks included, whatever the coordinator numbers its models.
         self._generation = 0
+        # A version is under way: from its expiry of the running model until it is applied (a
+        # version whose barrier timed out stays under way until the next one is applied).
+        self.rebalancing = False
 
     async def on_job_model_expired(self, model: JobModel) -> list[str] | None:
+        self.rebalancing = True
         container = self._container
         running = container.job_model
         keep = [n for n, t in running.tasks.items() if same_task(t, model.tasks.get(n))]
@@ -54,12 +58,15 @@ class ContainerListener:
 
     async def on_new_job_model(self, model: JobModel) -> list[str] | None:
         container = self._container
-        if not container.takes_models:
-            return None
-        before = set(container.job_model.tasks)
-        self._generation += 1
-        await container.apply(JobModel(self._generation, model.tasks))
-        return sorted(set(model.tasks) - before, key=task_order)
+        try:
+            if not container.takes_models:
+                return None
+            before = set(container.job_model.tasks)
+            self._generation += 1
+            await container.apply(JobModel(self._generation, model.tasks))
+            return sorted(set(model.tasks) - before, key=task_order)
+        finally:
+            self.rebalancing = False
 
     def on_coordinator_failure(self, error: BaseException) -> None:
         log.error("%s: %s", type(error).__name__, error)

@@ -2,33 +2,38 @@
 
 It owns what outlasts any one job model: the systems (and the embedded broker), the worker
 processes, the metrics and their reporter, its part of the job's run (``Runs``), the drain monitor,
-signal handling and the job coordinator. It gets the coordinator, and where the run is kept, from
-the ``JobCoordinatorFactory`` that job.coordinator.factory names (``samzamp.coordinator.factory``),
-and never asks which it has: the coordinator decides the job models and its listener
-(``ContainerListener``) applies each to the processor's ``SamzaContainer``. When the coordinator
-loses this processor's membership (``MembershipExpired``), the processor abandons its tasks and
-joins again with a new container and a new coordinator.
+signal handling, the job coordinator and the Prometheus endpoint (metrics.prometheus.port:
+/metrics, and /healthz, which reports ``state``). It gets the coordinator, and where the run is
+kept, from the ``JobCoordinatorFactory`` that job.coordinator.factory names
+(``samzamp.coordinator.factory``), and never asks which it has: the coordinator decides the job
+models and its listener (``ContainerListener``) applies each to the processor's ``SamzaContainer``.
+When the coordinator loses this processor's membership (``MembershipExpired``), the processor
+abandons its tasks and joins again with a new container and a new coordinator.
 
-Start, in Samza's order: config warnings -> worker processes spawned (they import while this
-process connects) -> systems -> missing topics created -> run id published -> container made ->
-coordinator started: each job model computed (``JobModelCalculator``: from the inputs and the task
-history in the metadata store; changelog topics created or checked; the task history recorded) and
-applied (checkpoints read, stores restored, tasks init'ed) -> drain monitor -> run loop. Stop:
+Start, in Samza's order: the Prometheus endpoint (when on) -> config warnings -> worker processes
+spawned (they import while this process connects) -> systems -> missing topics created -> run id
+published -> container made -> coordinator started: each job model computed
+(``JobModelCalculator``: from the inputs and the task history in the metadata store; changelog
+topics created or checked; the task history recorded) and applied (checkpoints read, stores
+restored, tasks init'ed) -> drain monitor -> run loop. Stop:
 final commit (by the run loop) -> tasks closed, in this process and in the workers -> the
 coordinator left -> how the run ended recorded (after a drain, its notifications deleted) ->
-producers flushed and stopped -> embedded broker stopped.
+producers flushed and stopped -> embedded broker stopped -> the endpoint stopped.
 """
 
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
 import logging
 import os
 import signal
 import time
+from typing import TYPE_CHECKING
 
 from samzamp import logs
+from samzamp.api.errors import ConfigError
 from samzamp.api.task import AsyncStreamTask
 from samzamp.commit.elasticity import check_state_factor, starting_checkpoints
 from samzamp.commit.topic_checkpoint import TopicCheckpointManager
@@ -47,10 +52,14 @@ from samzamp.gc_freeze import freeze_start_up
 from samzamp.metrics.registry import MetricsRegistry
 from samzamp.model.job_model import JobModel
 from samzamp.operators.factory import job_task_class
+from samzamp.processor.health import READY, ProcessorState
 from samzamp.processor.listener import ContainerListener
 from samzamp.processor.systems import Systems
 from samzamp.storage.restore_progress import RestoreProgress
 from samzamp.systems.inmemory.system import InMemoryStreams
+
+if TYPE_CHECKING:
+    from samzamp.metrics.prometheus.server import MetricsServer
 
 __all__ = ["StreamProcessor"]
 
@@ -87,6 +96,9 @@ class StreamProcessor:
         self._unconfigured_sends_to = unconfigured_sends_to
         self._stop_requested = False
         self._main: asyncio.Task[None] | None = None
+        self._listener: ContainerListener | None = None  # the current container's
+        self._finished = False  # run() returned or raised
+        self.endpoint: MetricsServer | None = None  # metrics.prometheus.port: /metrics and /healthz
 
     @property
     def run_loop(self) -> RunLoop | None:
@@ -96,6 +108,44 @@ class StreamProcessor:
     @property
     def inmemory(self) -> dict[str, InMemoryStreams]:
         return self.systems.inmemory
+
+    @property
+    def processor_id(self) -> str:
+        """This processor's id in its job: its coordinator's (passthrough: "0"; standalone:
+        processor.id, else the one generated when it joined); "" while a standalone processor
+        without processor.id has not joined yet."""
+        coordinator = self.coordinator
+        if coordinator is not None:
+            return coordinator.processor_id
+        zk = self.settings.zk
+        if zk is None:
+            return "0"
+        return zk.processor_id or ""
+
+    @property
+    def state(self) -> ProcessorState:
+        """What the processor is doing now (see ``ProcessorState``). Any thread may read it: it
+        only reads flags the event loop sets."""
+        container = self.container
+        if self._finished:
+            return ProcessorState.STOPPED
+        if self._stop_requested or (container is not None and not container.takes_models):
+            return ProcessorState.STOPPING
+        if container is None:
+            return ProcessorState.STARTING
+        if container.starting_tasks:
+            return ProcessorState.RESTORING
+        listener = self._listener
+        if listener is not None and listener.rebalancing:
+            return ProcessorState.REBALANCING
+        if not container.running or container.job_model.generation == 0:  # no job model applied yet
+            return ProcessorState.STARTING
+        fence = container.fence
+        if fence is not None and not fence():
+            return ProcessorState.PAUSED
+        if container.draining:
+            return ProcessorState.DRAINING
+        return ProcessorState.RUNNING
 
     def stop(self) -> None:
         """Stop: a running container finishes its in-flight work and commits; during start-up,
@@ -117,6 +167,7 @@ class StreamProcessor:
         self._main = asyncio.current_task()
         if handle_signals:
             self._handle_signals()
+        self.endpoint = await self._start_endpoint()
         try:
             await self._run()
         except asyncio.CancelledError:
@@ -132,6 +183,9 @@ class StreamProcessor:
             await asyncio.to_thread(self.systems.stop)
             if self.runs is not None:
                 await asyncio.to_thread(self.runs.close)
+            self._finished = True
+            if self.endpoint is not None:
+                await asyncio.to_thread(self.endpoint.stop)
 
     def _handle_signals(self) -> None:
         loop = asyncio.get_running_loop()
@@ -253,7 +307,8 @@ class StreamProcessor:
             unconfigured_sends_to=self._unconfigured_sends_to,
             restores=self.restores,
         )
-        await coordinator.start(ContainerListener(container, self.pool))
+        listener = self._listener = ContainerListener(container, self.pool)
+        await coordinator.start(listener)
         self.metrics.gauge("SamzaContainerMetrics", "container-startup-time").set(round(time.monotonic() - started, 3))
         await self._start_drain_monitor(container)
         if self._freeze_gc:
@@ -360,6 +415,53 @@ class StreamProcessor:
             log.warning("drain complete, but its notification of run %s could not be deleted: %s", run_id, e)
             return
         log.info("drain complete: removed %d drain notification(s) of run %s", removed, run_id)
+
+    async def _start_endpoint(self) -> MetricsServer | None:
+        """Serve /metrics and /healthz when metrics.prometheus.port is set (its settings checked
+        that prometheus_client is installed); log where. ConfigError when it cannot listen."""
+        st = self.settings
+        if st.prometheus is None:
+            return None
+        # Imported only here: prometheus_client is the extra samzamp[prometheus].
+        from samzamp.metrics.prometheus.collector import RegistryCollector
+        from samzamp.metrics.prometheus.names import Namer
+        from samzamp.metrics.prometheus.server import MetricsServer
+
+        task = st.task
+        read = {
+            *task.inputs,
+            *task.broadcast_only,
+            *task.intermediate,
+            *(p.system_stream for p in task.broadcast_inputs),
+        }
+        streams = {(ss.system, ss.stream) for ss in read}
+        labels = {"job": st.name, "job_id": st.id}
+        collector = RegistryCollector(
+            self.metrics,
+            Namer(streams),
+            lambda: {**labels, "processor": self.processor_id},
+            lambda: str(self.state),
+            [str(s) for s in ProcessorState],
+        )
+
+        def health() -> tuple[str, bool]:
+            state = self.state
+            return str(state), state in READY
+
+        server = MetricsServer(st.prometheus.host, st.prometheus.port, collector, health)
+        try:
+            await asyncio.to_thread(server.start)
+        except OSError as e:
+            key = (
+                "metrics.prometheus.port" if e.errno in (errno.EADDRINUSE, errno.EACCES) else "metrics.prometheus.host"
+            )
+            raise ConfigError(
+                key,
+                f"the Prometheus endpoint cannot listen on {st.prometheus.host}:{st.prometheus.port}: {e.strerror or e}; "
+                "choose another port (0: any free one) or an address of this machine",
+            ) from None
+        log.info("prometheus: %s", server.url)
+        return server
 
     async def _report_metrics(self) -> None:
         period = self.settings.metrics_log_interval_ms / 1000

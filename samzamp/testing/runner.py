@@ -269,7 +269,7 @@ class TestRunner:
     def _job_config(self, state_dir: str) -> dict[str, Any]:
         """The job's config with every system in-memory (without its client settings), the runner's
         own system added, changelogs dropped, stores under ``state_dir`` unless the config places
-        them, inputs from their oldest message, every task inline."""
+        them, inputs from their oldest message, every task inline, no Prometheus endpoint."""
         own = self._system
         config: dict[str, Any] = {
             "job.name": "test-runner",
@@ -297,6 +297,8 @@ class TestRunner:
             log.info("TestRunner: %s is ignored (changelogs need Kafka); the store has none", k)
             del config[k]
         config.pop("job.container.thread.pool.size", None)  # every task inline, in this process
+        # No Prometheus endpoint: a test binds no port of the job's production config.
+        config.pop("metrics.prometheus.port", None)
         if not config.get("app.class"):  # an application's inputs come from its graph
             inputs = list(dict.fromkeys([*_configured_inputs(config, own), *self._inputs]))
             config["task.inputs"] = [f"{ss.system}.{ss.stream}" for ss in inputs]

