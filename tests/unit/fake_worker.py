@@ -12,6 +12,7 @@ state is set up and nothing else, for a test to give it rings of its own and tas
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import deque
 from typing import Any, NamedTuple
 
@@ -167,6 +168,7 @@ def worker_without_rings(report_after: int) -> Worker:
     w._unreported_ns = w._unreported = 0
     w._urgent = False
     w._report_after = report_after
+    w._metrics_due = time.monotonic_ns() + f.METRICS_EVERY_NS
     w.calls = None  # no task.callback.timeout.ms
     w.tasks, w.producers, w.changelogs = {}, {}, {}
     return w
