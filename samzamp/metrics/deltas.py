@@ -50,6 +50,12 @@ class DeltaTracker:
         self._timed: dict[tuple[str, str], tuple[int, int]] = {}  # timer -> (count, total ns) then
         self._gauged: dict[tuple[str, str], Any] = {}  # gauge -> value sent last
 
+    def forget(self, group: str) -> None:
+        """``group`` left the registry: a group of that name made later starts from zero."""
+        for seen in (self._counted, self._timed, self._gauged):
+            for key in [k for k in seen if k[0] == group]:
+                del seen[key]
+
     def take(self) -> MetricDeltas:
         """What changed since the last take (everything, the first time: from zero)."""
         counters: list[tuple[str, str, int]] = []

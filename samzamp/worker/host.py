@@ -26,8 +26,8 @@ import signal
 import sys
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any, NoReturn
+from collections.abc import Callable
+from typing import TYPE_CHECKING, NoReturn
 
 import msgspec
 
@@ -39,7 +39,7 @@ from samzamp.dispatch.process import frames as f
 from samzamp.dispatch.process.calls import CallSlot
 from samzamp.gc_freeze import freeze_start_up
 from samzamp.ipc import PeerGone, attach_ring
-from samzamp.metrics.deltas import DeltaTracker, MetricDeltas
+from samzamp.metrics.deltas import DeltaTracker
 from samzamp.metrics.registry import MetricsRegistry
 from samzamp.model.job_model import TaskModel
 from samzamp.operators.factory import job_task_class
@@ -73,14 +73,12 @@ def _die_with_parent(parent_pid: int) -> None:
 
 
 class WorkerTask:
-    """One task as its worker hosts it: its runtime, what its metrics gained since they were last
-    sent, and which Process frames to skip."""
+    """One task as its worker hosts it: its runtime, and which Process frames to skip."""
 
-    __slots__ = ("metrics", "runtime", "skip_epoch")
+    __slots__ = ("runtime", "skip_epoch")
 
-    def __init__(self, runtime: TaskRuntime, metrics: DeltaTracker) -> None:
+    def __init__(self, runtime: TaskRuntime) -> None:
         self.runtime = runtime
-        self.metrics = metrics
         self.skip_epoch = -1  # Process frames of this epoch or older are skipped (taken back by the loop)
 
 
@@ -107,6 +105,11 @@ class Worker:
         slot = (timed or st.zk is not None) and spec.calls_fd >= 0
         self.calls: memoryview | None = CallSlot.attach(spec.calls_fd).fields if slot else None
         self.serdes = StreamSerdes(self.settings)
+        # The tasks' metrics (send-calls, serialization errors, operators', their own): counted here,
+        # and what they gained goes to the container's registry (``Metrics`` frames), where the
+        # task's group leaves with the task and the shared groups sum every task's counts.
+        self.metrics = MetricsRegistry()
+        self.metrics_sent = DeltaTracker(self.metrics)
         self.producers: dict[str, SystemProducer] = {}
         self.changelogs: dict[str, ChangelogProducer] = {}
         self.kafka: dict[str, KafkaClientSettings] = {}  # by system: how stores read their changelogs
@@ -168,19 +171,15 @@ class Worker:
         self.last_index = t
         st = self.settings
         assert self.task_class is not None
-        # Each task counts in a registry of its own, whose changes go to the container's registry
-        # (``Metrics`` frames): there the task's group leaves with the task, and the groups all
-        # tasks share (SystemProducersMetrics, OperatorImpl) sum what every task counted.
-        registry = MetricsRegistry()
         try:
             rt, reports = run_sync(
-                start_task(st, model, self.task_class, self.producers, self.serdes, registry, self._storage)
+                start_task(st, model, self.task_class, self.producers, self.serdes, self.metrics, self._storage)
             )
         except Exception as e:
             self.fail(t, e)  # the pool names the task and this worker
         if self.calls is not None:
             rt.call_slot = (self.calls, t)
-        self.tasks[t] = WorkerTask(rt, DeltaTracker(registry))
+        self.tasks[t] = WorkerTask(rt)
         self._reply(f.TaskAdded(t, reports))
 
     def _storage(self, model: TaskModel) -> TaskStorage:
@@ -189,14 +188,16 @@ class Worker:
     def _remove_task(self, t: int) -> None:
         """Give task ``t`` up: close it, then its stores (which releases their directory locks: the
         task may be taken on by another process next); answer ``TaskRemoved``."""
-        wt = self._task(t)
-        rt = wt.runtime
+        rt = self._task(t).runtime
         del self.tasks[t]
         try:
             rt.close()
         except Exception as e:
             self.fail(t, TaskError(f"task {rt.name!r} could not be closed: {type(e).__name__}: {e}"))
-        self._queue_metrics([wt])  # its last counts, before the loop drops its metrics with it
+        self._queue_metrics()  # the task's last counts, before the loop drops its group with it
+        group = f"TaskName-{rt.name}"  # as there: one that comes back here starts from zero
+        self.metrics.remove(group)
+        self.metrics_sent.forget(group)
         self._reply(f.TaskRemoved(t))
 
     def _task(self, t: int) -> WorkerTask:
@@ -300,25 +301,17 @@ class Worker:
     def _send_out(self) -> None:
         self._flush_reports()
         if time.monotonic_ns() >= self._metrics_due:
-            self._queue_metrics(self.tasks.values())
+            self._queue_metrics()
         if self.out:
             self.tx.send_many(self.out)
             self.out.clear()
         self._unreported_ns = self._unreported = 0
         self._urgent = False
 
-    def _queue_metrics(self, tasks: Iterable[WorkerTask]) -> None:
-        """Queue what the metrics of ``tasks`` gained since they were last sent (nothing if none did)."""
+    def _queue_metrics(self) -> None:
+        """Queue what the tasks' metrics gained since they were last sent (nothing if none did)."""
         self._metrics_due = time.monotonic_ns() + f.METRICS_EVERY_NS
-        counters: list[tuple[str, str, int]] = []
-        timers: list[tuple[str, str, int, int, int]] = []
-        gauges: list[tuple[str, str, Any]] = []
-        for wt in tasks:
-            d = wt.metrics.take()
-            counters += d.counters
-            timers += d.timers
-            gauges += d.gauges
-        deltas = MetricDeltas(counters, timers, gauges)
+        deltas = self.metrics_sent.take()
         if deltas:
             self._queue(f.Metrics(deltas))
 
@@ -450,7 +443,7 @@ class Worker:
     def _stop(self) -> None:
         for wt in self.tasks.values():  # the tasks still here: close each, then its stores
             wt.runtime.close()
-        self._queue_metrics(self.tasks.values())  # the last counts, for the container's last report
+        self._queue_metrics()  # the last counts, for the container's last report
         for p in self.producers.values():
             p.stop()
         for c in self.changelogs.values():

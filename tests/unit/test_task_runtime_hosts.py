@@ -285,7 +285,9 @@ class WorkerHost:
         w._metrics_due = time.monotonic_ns() + f.METRICS_EVERY_NS
         w.calls = None
         w.producers, w.changelogs = {}, {}
-        w.tasks = {0: WorkerTask(job.runtime, DeltaTracker(job.runtime.metrics))}
+        w.metrics = job.runtime.metrics
+        w.metrics_sent = DeltaTracker(w.metrics)
+        w.tasks = {0: WorkerTask(job.runtime)}
         self.w = w
         self.epoch = 0
         self.taken = -1

@@ -16,7 +16,6 @@ from samzamp.api.task import InitableTask, StreamTask
 from samzamp.dispatch.process import frames as f
 from samzamp.dispatch.process.pool import WorkerPool
 from samzamp.ipc import MIN_CAPACITY
-from samzamp.metrics.deltas import DeltaTracker
 from samzamp.metrics.registry import MetricsRegistry
 from samzamp.model.job_model import TaskModel
 from samzamp.systems.inmemory.system import InMemoryStreams, InMemorySystemProducer
@@ -36,6 +35,7 @@ class CountingTask(StreamTask, InitableTask):
         self.lookups = context.metrics.timer("lookup-ns")
         self.size = 0
         context.metrics.gauge("size", fn=lambda: self.size)
+        context.metrics.gauge("mode").set("fast")  # never changes
 
     def process(self, envelope: Any, collector: Any, coordinator: Any) -> None:
         self.seen.inc()
@@ -52,25 +52,29 @@ class CapturingSend:
         self.frames.extend(f.decode_from_worker(r) for r in records)
 
 
-def _worker() -> tuple[Worker, CapturingSend]:
-    """A worker running ``CountingTask`` as task index 0, counting in a registry of its own."""
-    w = worker_without_rings(f.report_after(256))
-    tx = CapturingSend()
-    w.tx = tx  # type: ignore[assignment]
-    registry = MetricsRegistry()
+def _runtime(w: Worker) -> TaskRuntime:
+    """``CountingTask``'s runtime, started as the worker starts a task it takes on: counting in its metrics."""
     rt = TaskRuntime(
         TaskModel("T", (SSP,)),
         CountingTask,
         {"mem": InMemorySystemProducer(InMemoryStreams())},
         lambda _: (None, None),
-        registry,
+        w.metrics,
         drop_serialization_errors=False,
         drop_deserialization_errors=False,
         drop_producer_errors=False,
         ignored_exceptions=(),
     )
     rt.init({})
-    w.tasks = {0: WorkerTask(rt, DeltaTracker(registry))}
+    return rt
+
+
+def _worker() -> tuple[Worker, CapturingSend]:
+    """A worker running ``CountingTask`` as task index 0."""
+    w = worker_without_rings(f.report_after(256))
+    tx = CapturingSend()
+    w.tx = tx  # type: ignore[assignment]
+    w.tasks = {0: WorkerTask(_runtime(w))}
     return w, tx
 
 
@@ -151,3 +155,20 @@ def test_stop_sends_the_last_counts_of_every_task_before_stopped(container: Cont
     assert kinds[-2:] == ["Metrics", "Stopped"], kinds
     container.hear(tx.frames)
     assert container.registry.snapshot()[GROUP]["send-calls"] == 7  # each count added once
+
+
+def test_a_task_that_comes_back_to_its_worker_counts_from_zero(container: Container) -> None:
+    w, tx = _worker()
+    _process(w, 0, 6)
+    w._remove_task(0)
+    w._send_out()
+    container.hear(tx.frames)
+    container.registry.remove(GROUP)  # as the container does once TaskRemoved came
+    tx.frames.clear()
+    w.tasks = {1: WorkerTask(_runtime(w))}  # the same task, taken on again by the same worker
+    w._process(f.Process(1, 0, [(0, [(o, None, b"x", 0) for o in range(6, 8)])]))
+    w._metrics_due = 0
+    w._send_out()
+    container.hear(tx.frames)
+    assert container.registry.snapshot()[GROUP]["send-calls"] == 2
+    assert container.registry.snapshot()[GROUP]["mode"] == "fast"  # sent again, though unchanged

@@ -11,7 +11,6 @@ from fake_worker import worker_without_rings
 
 from samzamp.api.envelope import SystemStreamPartition
 from samzamp.dispatch.process import frames as f
-from samzamp.metrics.deltas import DeltaTracker
 from samzamp.metrics.registry import MetricsRegistry
 from samzamp.model.job_model import TaskModel
 from samzamp.task.runtime import TaskRuntime
@@ -59,19 +58,18 @@ def _serve(task: SleepingTask, waits: list[list[Any]], arrivals: dict[int, list[
     ring = Ring(task, waits, arrivals)
     w.rx = ring  # type: ignore[assignment]
     w.tx = ring  # type: ignore[assignment]
-    registry = MetricsRegistry()
     runtime = TaskRuntime(
         TaskModel("T", (SSP,)),
         lambda: task,
         {},
         lambda _: (None, None),
-        registry,
+        MetricsRegistry(),
         drop_serialization_errors=False,
         drop_deserialization_errors=False,
         drop_producer_errors=False,
         ignored_exceptions=(),
     )
-    w.tasks = {0: WorkerTask(runtime, DeltaTracker(registry))}
+    w.tasks = {0: WorkerTask(runtime)}
     w.serve()
     return [(type(fr).__name__, getattr(fr, "epoch", None), getattr(fr, "count", None)) for fr in ring.sent]
 
