@@ -1,7 +1,8 @@
 """StreamProcessor: one processor of a job, for as long as its process lives.
 
 It owns what outlasts any one job model: the systems (and the embedded broker), the worker
-processes, the metrics and their reporter, its part of the job's run (``Runs``), the drain monitor,
+processes, the metrics and their reporters (``processor.metrics_reporters``: the metrics log and
+Samza's snapshot reporter, from the run's start to a last report at stop), its part of the job's run (``Runs``), the drain monitor,
 signal handling and the job coordinator. It gets the coordinator, and where the run is kept, from
 the ``JobCoordinatorFactory`` that job.coordinator.factory names (``samzamp.coordinator.factory``),
 and never asks which it has: the coordinator decides the job models and its listener
@@ -16,13 +17,13 @@ history in the metadata store; changelog topics created or checked; the task his
 applied (checkpoints read, stores restored, tasks init'ed) -> drain monitor -> run loop. Stop:
 final commit (by the run loop) -> tasks closed, in this process and in the workers -> the
 coordinator left -> how the run ended recorded (after a drain, its notifications deleted) ->
-producers flushed and stopped -> embedded broker stopped.
+the metrics reported a last time (the workers' last counts included) -> producers flushed and
+stopped -> embedded broker stopped.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 import signal
@@ -44,9 +45,11 @@ from samzamp.drain.monitor import DrainMonitor
 from samzamp.drain.notification import DRAIN_NAMESPACE, cleanup
 from samzamp.gc_freeze import freeze_start_up
 from samzamp.metrics.registry import MetricsRegistry
+from samzamp.metrics.reporting import Reporting
 from samzamp.model.job_model import JobModel
 from samzamp.operators.factory import job_task_class
 from samzamp.processor.listener import ContainerListener
+from samzamp.processor.metrics_reporters import metrics_reporters
 from samzamp.processor.systems import Systems
 from samzamp.systems.inmemory.system import InMemoryStreams
 
@@ -78,6 +81,7 @@ class StreamProcessor:
         self.runs: Runs | None = None  # where this processor's run is recorded
         self.run_record: RunRecord | None = None
         self.drain_monitor: DrainMonitor | None = None
+        self.reporting: Reporting | None = None  # the metrics reporters, from the run's start to the end
         self.coordinator: JobCoordinator | None = None  # this processor's membership of its job
         self.drained = False  # the run ended with a drain
         self._freeze_gc = freeze_gc_after_start
@@ -126,6 +130,8 @@ class StreamProcessor:
         finally:
             if self.drain_monitor is not None:
                 self.drain_monitor.stop()
+            if self.reporting is not None:  # a last report, before the producers stop
+                await self.reporting.stop()
             await asyncio.to_thread(self.systems.stop)
             if self.runs is not None:
                 await asyncio.to_thread(self.runs.close)
@@ -176,6 +182,9 @@ class StreamProcessor:
             await asyncio.to_thread(checkpoints.create_topic)
             metadata = await self._start_run(coordinators)
             assert self.run_record is not None
+            reporters = await asyncio.to_thread(metrics_reporters, st, self.metrics, systems, self._run_id)
+            self.reporting = Reporting(reporters)
+            self.reporting.start()
             checkpoints.run_id = self.run_record.run_id
             calculator = JobModelCalculator(
                 st,
@@ -250,12 +259,9 @@ class StreamProcessor:
             freeze_start_up()  # before the fetch thread starts: no buffered message is frozen
         if self._stop_requested:  # a signal during start-up: stop before processing anything
             container.request_shutdown()
-        reporter = loop.create_task(self._report_metrics()) if st.metrics_log_interval_ms > 0 else None
         try:
             await container.run()
         finally:
-            if reporter is not None:
-                reporter.cancel()
             if self.drain_monitor is not None:
                 self.drain_monitor.stop()
             # Only now, with every task stopped and committed, may their next owners start them.
@@ -350,8 +356,5 @@ class StreamProcessor:
             return
         log.info("drain complete: removed %d drain notification(s) of run %s", removed, run_id)
 
-    async def _report_metrics(self) -> None:
-        period = self.settings.metrics_log_interval_ms / 1000
-        while True:
-            await asyncio.sleep(period)
-            log.info("metrics %s", json.dumps(self.metrics.snapshot(), default=str, sort_keys=True))
+    def _run_id(self) -> str | None:
+        return self.run_record.run_id if self.run_record is not None else None

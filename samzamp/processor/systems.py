@@ -49,6 +49,7 @@ class Systems:
         # The clients of each system that can hold changelogs: the stores read their changelogs with them.
         self.kafka: dict[str, KafkaClientSettings] = {}
         self._changelog_producers: dict[str, ChangelogProducer] | None = None
+        self._metrics_producers: dict[str, SystemProducer] = {}
 
     def start(self) -> None:
         st = self.settings
@@ -67,6 +68,13 @@ class Systems:
         if system == self.settings.checkpoint_system and self.checkpoint_producer is not None:
             return self.checkpoint_producer
         return self.producers[system]
+
+    def metrics_producer(self, system: str) -> SystemProducer:
+        """The producer of the metrics snapshots sent to ``system`` (made on first use)."""
+        producer = self._metrics_producers.get(system)
+        if producer is None:
+            producer = self._metrics_producers[system] = self._opened[system].metrics_producer(self.producers[system])
+        return producer
 
     def consumer(self, system: str) -> SystemConsumer:
         return self._opened[system].consumer(f"samzamp-{self.settings.name}-{self.settings.id}")
@@ -199,8 +207,9 @@ class Systems:
     def stop(self) -> None:
         producers: list[Any] = [*self.producers.values()]
         producers.extend((self._changelog_producers or {}).values())
-        if self.checkpoint_producer is not None and self.checkpoint_producer not in producers:
-            producers.append(self.checkpoint_producer)
+        for extra in [self.checkpoint_producer, *self._metrics_producers.values()]:
+            if extra is not None and extra not in producers:
+                producers.append(extra)
         for p in producers:
             try:
                 p.stop()

@@ -42,6 +42,7 @@ ClientKind = Literal[
     "consumer",  # a container's input consumer
     "producer",  # task outputs (container and workers); samzamp-drain's coordinator-stream writes
     "checkpoint-producer",  # checkpoints and the container's coordinator-stream writes
+    "metrics-producer",  # the snapshot reporter's metrics messages
     "admin",  # topic metadata and creation
     "end-offsets",  # exact high watermarks of inputs that start at the upcoming message
     "metadata-reader",  # reads the checkpoint topic and the coordinator stream
@@ -57,6 +58,7 @@ _ROLE: dict[str, str | None] = {
     "changelog-reader": "consumer",
     "producer": "producer",
     "checkpoint-producer": "producer",
+    "metrics-producer": "producer",
     "changelog-producer": "producer",
     "changelog-writer": "producer",
     "admin": None,
