@@ -558,3 +558,17 @@ class CampaignTask(StreamTask, InitableTask, CheckpointListenerTask, _Recorder):
         for ssp, offset in offsets.items():
             line = f"K {self._processor} {ssp.partition} {offset} {time.monotonic_ns()}\n"
             os.write(self._commits, line.encode())
+
+
+class MetricsTask(OrderTask):
+    """An OrderTask that counts each message in a metric of its own (``user-messages``) and sets a
+    gauge of its own at init (``user-gauge``)."""
+
+    def init(self, context) -> None:
+        super().init(context)
+        self.user_messages = context.metrics.counter("user-messages")
+        context.metrics.gauge("user-gauge").set("set-at-init")
+
+    def process(self, envelope, collector, coordinator) -> None:
+        super().process(envelope, collector, coordinator)
+        self.user_messages.inc()
