@@ -39,7 +39,7 @@ from samzamp.dispatch.process import frames as f
 from samzamp.dispatch.process.calls import CallSlot
 from samzamp.gc_freeze import freeze_start_up
 from samzamp.ipc import PeerGone, attach_ring
-from samzamp.metrics.deltas import DeltaTracker
+from samzamp.metrics.deltas import DeltaTracker, MetricDeltas
 from samzamp.metrics.registry import MetricsRegistry
 from samzamp.model.job_model import TaskModel
 from samzamp.operators.factory import job_task_class
@@ -110,6 +110,7 @@ class Worker:
         # task's group leaves with the task and the shared groups sum every task's counts.
         self.metrics = MetricsRegistry()
         self.metrics_sent = DeltaTracker(self.metrics)
+        self.max_frame = self.from_worker.max_record  # a Metrics frame is split to fit
         self.producers: dict[str, SystemProducer] = {}
         self.changelogs: dict[str, ChangelogProducer] = {}
         self.kafka: dict[str, KafkaClientSettings] = {}  # by system: how stores read their changelogs
@@ -309,11 +310,13 @@ class Worker:
         self._urgent = False
 
     def _queue_metrics(self) -> None:
-        """Queue what the tasks' metrics gained since they were last sent (nothing if none did)."""
+        """Queue what the tasks' metrics gained since they were last sent (nothing if none did), in
+        as many ``Metrics`` frames as the ring's record limit needs (many tasks on a small ring)."""
         self._metrics_due = time.monotonic_ns() + f.METRICS_EVERY_NS
         deltas = self.metrics_sent.take()
         if deltas:
-            self._queue(f.Metrics(deltas))
+            self._flush_reports()
+            self.out.extend(_metrics_frames(deltas, self.max_frame))
 
     def _queue(self, frame: f.FromWorker) -> None:
         """Queue a frame behind every completion reported so far (the loop relies on that order)."""
@@ -449,6 +452,34 @@ class Worker:
         for c in self.changelogs.values():
             c.stop()
         self.send_now(f.Stopped())
+
+
+def _metrics_frames(deltas: MetricDeltas, limit: int) -> list[bytes]:
+    """``deltas`` as encoded ``Metrics`` frames of at most ``limit`` bytes each, halved until they fit."""
+    frame = f.encode(f.Metrics(deltas))
+    if len(frame) <= limit:
+        return [frame]
+    entries = (
+        [("c", e) for e in deltas.counters] + [("t", e) for e in deltas.timers] + [("g", e) for e in deltas.gauges]
+    )
+    if len(entries) == 1:  # one metric's names alone are too long for the ring: it cannot cross
+        log.warning(
+            "a metric too long to send to the container (%d bytes) is left out: %s", len(frame), entries[0][1][:2]
+        )
+        return []
+    half = len(entries) // 2
+    return [
+        encoded
+        for part in (entries[:half], entries[half:])
+        for encoded in _metrics_frames(
+            MetricDeltas(
+                [e for k, e in part if k == "c"],
+                [e for k, e in part if k == "t"],
+                [e for k, e in part if k == "g"],
+            ),
+            limit,
+        )
+    ]
 
 
 class _Stopped(Exception):

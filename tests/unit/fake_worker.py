@@ -172,6 +172,7 @@ def worker_without_rings(report_after: int) -> Worker:
     w._metrics_due = time.monotonic_ns() + f.METRICS_EVERY_NS
     w.metrics = MetricsRegistry()
     w.metrics_sent = DeltaTracker(w.metrics)
+    w.max_frame = 1 << 20
     w.calls = None  # no task.callback.timeout.ms
     w.tasks, w.producers, w.changelogs = {}, {}, {}
     return w

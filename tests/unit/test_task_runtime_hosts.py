@@ -287,6 +287,7 @@ class WorkerHost:
         w.producers, w.changelogs = {}, {}
         w.metrics = job.runtime.metrics
         w.metrics_sent = DeltaTracker(w.metrics)
+        w.max_frame = 1 << 20
         w.tasks = {0: WorkerTask(job.runtime)}
         self.w = w
         self.epoch = 0

@@ -172,3 +172,19 @@ def test_a_task_that_comes_back_to_its_worker_counts_from_zero(container: Contai
     container.hear(tx.frames)
     assert container.registry.snapshot()[GROUP]["send-calls"] == 2
     assert container.registry.snapshot()[GROUP]["mode"] == "fast"  # sent again, though unchanged
+
+
+def test_metrics_too_large_for_one_ring_record_go_in_several_frames(container: Container) -> None:
+    w, tx = _worker()
+    for i in range(200):
+        w.metrics.counter(GROUP, f"a-rather-long-metric-name-of-the-task-number-{i}").inc(i + 1)
+    w.max_frame = 1024  # a small ring's record limit
+    _process(w, 0, 3)
+    w._stop()
+    sent = _metrics(tx.frames)
+    assert len(sent) > 1
+    assert all(len(f.encode(fr)) <= 1024 for fr in sent)
+    container.hear(tx.frames)
+    snap = container.registry.snapshot()[GROUP]
+    assert sum(v for n, v in snap.items() if n.startswith("a-rather")) == sum(range(1, 201))
+    assert snap["send-calls"] == 3
