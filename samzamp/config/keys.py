@@ -335,6 +335,35 @@ KEYS: tuple[KeySpec, ...] = (
         "127.0.0.1",
         "The address the Prometheus endpoint listens on (0.0.0.0: every interface, as in a pod).",
     ),
+    KeySpec(
+        "metrics.reporters",
+        "list",
+        None,
+        "Reporters to start, by name: each Samza's snapshot reporter (see metrics.reporter.<name>.class).",
+    ),
+    KeySpec(
+        "metrics.reporter.<name>.class",
+        "str",
+        None,
+        "snapshot, or Samza's org.apache.samza.metrics.reporter.MetricsSnapshotReporterFactory (the only reporter).",
+    ),
+    KeySpec(
+        "metrics.reporter.<name>.stream", "str", None, "Where a snapshot reporter sends, as system.stream (required)."
+    ),
+    KeySpec(
+        "metrics.reporter.<name>.interval",
+        "int",
+        60,
+        "Seconds between a snapshot reporter's reports.",
+        1,
+        MAX_MS // 1000,
+    ),
+    KeySpec(
+        "metrics.reporter.<name>.blacklist",
+        "str",
+        None,
+        "A regex over group.metric (Samza's group names): what it matches whole is left out of the snapshots.",
+    ),
     # systems
     KeySpec("systems.<s>.samza.factory", "str", None, "The system's factory: kafka or inmemory (or Samza's class)."),
     KeySpec("systems.<s>.samza.key.serde", "str", None, "Default key serde of the system's streams."),

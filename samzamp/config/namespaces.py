@@ -28,8 +28,13 @@ _CLIENT_BLOCKS = ("consumer", "producer", "kafka")  # systems.<s>.<block>.*: Kaf
 # The part of each placeholder key after its name (samza.msg.serde, lmdb.map.size, ...), so that a
 # key written outside its table is recognised; the tables are tried in this order.
 _TABLES = ("streams", "stores", "systems", "serializers")
+# (A reporter's keys are left out: a task's own top-level ``stream`` or ``interval`` is no misplaced key.)
 _TAILS: list[tuple[str, str]] = sorted(
-    ((s.pattern.split(">.", 1)[1], s.pattern) for s in KEYS if ">." in s.pattern),
+    (
+        (s.pattern.split(">.", 1)[1], s.pattern)
+        for s in KEYS
+        if ">." in s.pattern and s.pattern.split(".")[0] in _TABLES
+    ),
     key=lambda t: _TABLES.index(t[1].split(".")[0]),
 )
 

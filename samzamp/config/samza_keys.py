@@ -18,7 +18,9 @@ from samzamp.config.keys import ConfigWarning
 
 __all__ = ["GLOBAL_STORE_KEYS", "SAMZA_KEYS", "SamzaKey", "samza_key"]
 
-_LOG_ONLY = "samzamp has no metrics reporters besides its log (metrics.log.interval.ms)"
+_LOG_ONLY = (
+    "samzamp's metrics go to its log (metrics.log.interval.ms) and to Samza's snapshot reporter (metrics.reporters)"
+)
 _NO_CLUSTER = "samzamp runs as the process you start (one container holding every task), with no cluster manager"
 _JVM = "samzamp is a Python process; set the interpreter's options where you start samzamp-container"
 
@@ -208,13 +210,10 @@ SAMZA_KEYS: tuple[SamzaKey, ...] = (
     ),
     # metrics
     SamzaKey(
-        "metrics.reporters",
-        "the metrics reporters to start",
-        f"{_LOG_ONLY}, so no metrics would reach the reporters named; remove it",
-        fatal=True,
-        harmless=_off(""),
+        "metrics.reporter.*",
+        "configuring a metrics reporter",
+        "samzamp's snapshot reporter reads only class, stream, interval and blacklist",
     ),
-    SamzaKey("metrics.reporter.*", "configuring a metrics reporter", _LOG_ONLY),
     SamzaKey("metrics.timer.enabled", "turning timer metrics off", "samzamp's timers are always on"),
     SamzaKey("metrics.timer.debug.enabled", "debug timer metrics", "samzamp's timers are always on"),
     # systems

@@ -8,6 +8,7 @@ import inspect
 from samzamp.api.errors import ConfigError
 from samzamp.api.task import AsyncStreamTask, StreamTask
 from samzamp.config.config import Config
+from samzamp.config.metrics_reporters import reporter_warnings, snapshot_reporters
 from samzamp.config.schema import check_keys, spec_for
 from samzamp.config.settings import JobSettings
 from samzamp.serde.registry import SerdeRegistry, load_object
@@ -35,6 +36,8 @@ def validate(config: Config) -> JobSettings:
     """
     warnings = check_keys(config)
     settings = JobSettings.from_config(config)
+    snapshot_reporters(settings)  # checked here; the processor reads them again when it starts them
+    warnings += reporter_warnings(settings)
     settings = dataclasses.replace(settings, warnings=(*warnings, *settings.warnings))
     serdes = SerdeRegistry(settings.serializers)
     for key in config:

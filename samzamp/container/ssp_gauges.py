@@ -18,15 +18,10 @@ from collections.abc import Callable, Mapping
 from typing import Protocol
 
 from samzamp.api.envelope import SystemStreamPartition
+from samzamp.metrics.names import ssp_label
 from samzamp.metrics.registry import MetricsRegistry
 
 __all__ = ["SspGauges", "ssp_label"]
-
-
-def ssp_label(ssp: SystemStreamPartition) -> str:
-    """An SSP in a metric's name: ``system-stream-partition``, then ``-bucket`` for a key bucket."""
-    label = f"{ssp.system}-{ssp.stream}-{ssp.partition}"
-    return label if ssp.key_bucket == -1 else f"{label}-{ssp.key_bucket}"
 
 
 def _gauge_names(ssp: SystemStreamPartition) -> tuple[tuple[str, str], tuple[str, str]]:

@@ -207,7 +207,6 @@ class WorkerTaskProxy(TaskBase):
             wire = run
         st = self.state
         st.messages_started(n)
-        self.m_process_calls.count += n
         self._in_flight.append([ssp, run, 0])
         if not self._batch_len:
             self._on_dirty(self.flush)
@@ -268,6 +267,9 @@ class WorkerTaskProxy(TaskBase):
                 in_flight.popleft()
             left -= done
         self.state.messages_done(n)
+        # Counted as the worker reports them done, not as they are sent: a message taken back and
+        # sent again is one call, and the counter never goes down between two exports.
+        self.m_process_calls.count += n
         self.count_processed(n, frame.busy_ns, frame.max_ns)
         if n:
             per = frame.busy_ns / n
@@ -295,7 +297,6 @@ class WorkerTaskProxy(TaskBase):
         self._epoch += 1
 
     def _give_back(self, messages: list[tuple[SystemStreamPartition, RawMessage]]) -> None:
-        self.m_process_calls.count -= len(messages)
         self.state.give_back(messages)
 
     def make_way(self) -> None:

@@ -1,8 +1,10 @@
 """A small metrics registry. Groups are Samza's (e.g. ``SamzaContainerMetrics``, ``TaskName-Partition 0``).
 
-Counters and timers are updated only on the event loop thread, so they need no locks. A gauge may be
-a value or a function evaluated when a snapshot is taken. A timer reports its average in ns, as
-Samza's snapshot reporter does, plus count and max.
+Counters and timers are updated only on the thread that runs what they count (the event loop, or a
+worker's one thread), so they need no locks. A gauge may be a value or a function evaluated when a
+snapshot is taken. A timer reports its average in ns, as Samza's snapshot reporter does, plus count
+and max. The metric types are the public ones of ``samzamp.api.metrics`` (a task's own metrics are
+the same objects, in its ``TaskName-<task>`` group).
 """
 
 from __future__ import annotations
@@ -10,66 +12,27 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-__all__ = ["Counter", "Gauge", "MetricsRegistry", "Timer"]
+from samzamp.api.metrics import Counter, Gauge, Timer
 
+__all__ = ["Counter", "Gauge", "Metric", "MetricsRegistry", "Timer"]
 
-class Counter:
-    __slots__ = ("count",)
-
-    def __init__(self) -> None:
-        self.count = 0
-
-    def inc(self, n: int = 1) -> None:
-        self.count += n
-
-    def snapshot(self) -> Any:
-        return self.count
-
-
-class Gauge:
-    __slots__ = ("fn", "value")
-
-    def __init__(self, value: Any = 0, fn: Callable[[], Any] | None = None) -> None:
-        self.value = value
-        self.fn = fn
-
-    def set(self, value: Any) -> None:
-        self.value = value
-
-    def snapshot(self) -> Any:
-        return self.fn() if self.fn is not None else self.value
-
-
-class Timer:
-    __slots__ = ("count", "max_ns", "total_ns")
-
-    def __init__(self) -> None:
-        self.count = 0
-        self.total_ns = 0
-        self.max_ns = 0
-
-    def update(self, ns: int) -> None:
-        self.count += 1
-        self.total_ns += ns
-        if ns > self.max_ns:
-            self.max_ns = ns
-
-    def snapshot(self) -> Any:
-        avg = self.total_ns / self.count if self.count else 0.0
-        return {"avg": round(avg), "count": self.count, "max": self.max_ns}
+Metric = Counter | Gauge | Timer
 
 
 class MetricsRegistry:
     """Metrics by group and name; ``snapshot()`` gives plain values for logs and tests."""
 
     def __init__(self) -> None:
-        self._groups: dict[str, dict[str, Counter | Gauge | Timer]] = {}
+        self._groups: dict[str, dict[str, Metric]] = {}
 
-    def _get(self, group: str, name: str, kind: type) -> Any:
+    def _get(self, group: str, name: str, kind: type[Metric]) -> Any:
         metrics = self._groups.setdefault(group, {})
         m = metrics.get(name)
         if m is None:
             m = metrics[name] = kind()
+        elif type(m) is not kind:
+            # One name, one kind: a counter read as a gauge would be exported wrongly everywhere.
+            raise ValueError(f"metric {name!r} of {group} is a {type(m).__name__}, not a {kind.__name__}")
         return m
 
     def counter(self, group: str, name: str) -> Counter:
@@ -97,14 +60,13 @@ class MetricsRegistry:
             for name in names:
                 metrics.pop(name, None)
 
+    def metrics(self) -> list[tuple[str, list[tuple[str, Metric]]]]:
+        """Every metric object, by group and name, for a reporter that needs each one's kind (a
+        counter, a gauge, a timer); copied as ``snapshot`` copies, so safe on any thread."""
+        return [(g, list(ms.items())) for g, ms in list(self._groups.items()) if ms]
+
     def snapshot(self) -> dict[str, dict[str, Any]]:
         """Every metric's value, by group and name. Safe on any thread while the loop adds and
         removes metrics: each dict is copied in one C call (``list(d.items())`` runs no bytecode, so
         no other thread runs meanwhile) before any gauge's function is called."""
         return {g: {n: m.snapshot() for n, m in list(ms.items())} for g, ms in list(self._groups.items()) if ms}
-
-    def entries(self) -> list[tuple[str, str, Counter | Gauge | Timer]]:
-        """Every metric as (group, name, metric), for an exporter that needs each metric's kind
-        (a counter and a gauge snapshot alike). Safe on any thread, as ``snapshot``; nothing is
-        evaluated: the caller calls each metric's ``snapshot()``."""
-        return [(g, n, m) for g, ms in list(self._groups.items()) for n, m in list(ms.items())]

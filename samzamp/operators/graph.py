@@ -199,7 +199,7 @@ class OperatorGraph:
 
     # -- set-up ---------------------------------------------------------------------------------
     def init(self, context: TaskContext) -> None:
-        metrics = context.metrics if context.metrics is not None else MetricsRegistry()
+        metrics = context.registry if context.registry is not None else MetricsRegistry()
         ctx = self.ctx = _Context(context, self.plan, metrics)
         plan = self.plan
         for op in self.ops:

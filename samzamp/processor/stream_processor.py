@@ -1,14 +1,16 @@
 """StreamProcessor: one processor of a job, for as long as its process lives.
 
 It owns what outlasts any one job model: the systems (and the embedded broker), the worker
-processes, the metrics and their reporter, its part of the job's run (``Runs``), the drain monitor,
-signal handling, the job coordinator and the Prometheus endpoint (metrics.prometheus.port:
-/metrics, and /healthz, which reports ``state``). It gets the coordinator, and where the run is
-kept, from the ``JobCoordinatorFactory`` that job.coordinator.factory names
-(``samzamp.coordinator.factory``), and never asks which it has: the coordinator decides the job
-models and its listener (``ContainerListener``) applies each to the processor's ``SamzaContainer``.
-When the coordinator loses this processor's membership (``MembershipExpired``), the processor
-abandons its tasks and joins again with a new container and a new coordinator.
+processes, the metrics and their reporters (``processor.metrics_reporters``: the metrics log and
+Samza's snapshot reporter, from the run's start to a last report at stop), its part of the job's
+run (``Runs``), the drain monitor, signal handling, the job coordinator and the Prometheus endpoint
+(metrics.prometheus.port: /metrics, and /healthz, which reports ``state``). It gets the
+coordinator, and where the run is kept, from the ``JobCoordinatorFactory`` that
+job.coordinator.factory names (``samzamp.coordinator.factory``), and never asks which it has: the
+coordinator decides the job models and its listener (``ContainerListener``) applies each to the
+processor's ``SamzaContainer``. When the coordinator loses this processor's membership
+(``MembershipExpired``), the processor abandons its tasks and joins again with a new container and
+a new coordinator.
 
 Start, in Samza's order: the Prometheus endpoint (when on) -> config warnings -> worker processes
 spawned (they import while this process connects) -> systems -> missing topics created -> run id
@@ -18,14 +20,14 @@ topics created or checked; the task history recorded) and applied (checkpoints r
 restored, tasks init'ed) -> drain monitor -> run loop. Stop:
 final commit (by the run loop) -> tasks closed, in this process and in the workers -> the
 coordinator left -> how the run ended recorded (after a drain, its notifications deleted) ->
-producers flushed and stopped -> embedded broker stopped -> the endpoint stopped.
+the metrics reported a last time (the workers' last counts included) -> producers flushed and
+stopped -> embedded broker stopped -> the endpoint stopped.
 """
 
 from __future__ import annotations
 
 import asyncio
 import errno
-import json
 import logging
 import os
 import signal
@@ -50,10 +52,12 @@ from samzamp.drain.monitor import DrainMonitor
 from samzamp.drain.notification import DRAIN_NAMESPACE, cleanup
 from samzamp.gc_freeze import freeze_start_up
 from samzamp.metrics.registry import MetricsRegistry
+from samzamp.metrics.reporting import Reporting
 from samzamp.model.job_model import JobModel
 from samzamp.operators.factory import job_task_class
 from samzamp.processor.health import READY, ProcessorState
 from samzamp.processor.listener import ContainerListener
+from samzamp.processor.metrics_reporters import metrics_reporters
 from samzamp.processor.systems import Systems
 from samzamp.storage.restore_progress import RestoreProgress
 from samzamp.systems.inmemory.system import InMemoryStreams
@@ -90,6 +94,7 @@ class StreamProcessor:
         self.runs: Runs | None = None  # where this processor's run is recorded
         self.run_record: RunRecord | None = None
         self.drain_monitor: DrainMonitor | None = None
+        self.reporting: Reporting | None = None  # the metrics reporters, from the run's start to the end
         self.coordinator: JobCoordinator | None = None  # this processor's membership of its job
         self.drained = False  # the run ended with a drain
         self._freeze_gc = freeze_gc_after_start
@@ -180,6 +185,8 @@ class StreamProcessor:
         finally:
             if self.drain_monitor is not None:
                 self.drain_monitor.stop()
+            if self.reporting is not None:  # a last report, before the producers stop
+                await self.reporting.stop()
             await asyncio.to_thread(self.systems.stop)
             if self.runs is not None:
                 await asyncio.to_thread(self.runs.close)
@@ -233,6 +240,9 @@ class StreamProcessor:
             await asyncio.to_thread(checkpoints.create_topic)
             metadata = await self._start_run(coordinators)
             assert self.run_record is not None
+            reporters = await asyncio.to_thread(metrics_reporters, st, self.metrics, systems, self._run_id)
+            self.reporting = Reporting(reporters)
+            self.reporting.start()
             checkpoints.run_id = self.run_record.run_id
             calculator = JobModelCalculator(
                 st,
@@ -316,12 +326,9 @@ class StreamProcessor:
             freeze_start_up()  # before the fetch thread starts: no buffered message is frozen
         if self._stop_requested:  # a signal during start-up: stop before processing anything
             container.request_shutdown()
-        reporter = loop.create_task(self._report_metrics()) if st.metrics_log_interval_ms > 0 else None
         try:
             await container.run()
         finally:
-            if reporter is not None:
-                reporter.cancel()
             if self.drain_monitor is not None:
                 self.drain_monitor.stop()
             # Only now, with every task stopped and committed, may their next owners start them.
@@ -463,8 +470,5 @@ class StreamProcessor:
         log.info("prometheus: %s", server.url)
         return server
 
-    async def _report_metrics(self) -> None:
-        period = self.settings.metrics_log_interval_ms / 1000
-        while True:
-            await asyncio.sleep(period)
-            log.info("metrics %s", json.dumps(self.metrics.snapshot(), default=str, sort_keys=True))
+    def _run_id(self) -> str | None:
+        return self.run_record.run_id if self.run_record is not None else None

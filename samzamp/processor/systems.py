@@ -53,6 +53,7 @@ class Systems:
         self.kafka: dict[str, KafkaClientSettings] = {}
         self._changelog_producers: dict[str, ChangelogProducer] | None = None
         self._group_offsets: dict[str, GroupOffsetCommitter | None] = {}
+        self._metrics_producers: dict[str, SystemProducer] = {}
 
     def start(self) -> None:
         st = self.settings
@@ -77,6 +78,13 @@ class Systems:
         """The consumer group of the input consumers (Samza's ``<job.name>-<job.id>``, prefixed), where
         a system's config does not name another (``systems.<s>.consumer.group.id``)."""
         return f"samzamp-{self.settings.name}-{self.settings.id}"
+
+    def metrics_producer(self, system: str) -> SystemProducer:
+        """The producer of the metrics snapshots sent to ``system`` (made on first use)."""
+        producer = self._metrics_producers.get(system)
+        if producer is None:
+            producer = self._metrics_producers[system] = self._opened[system].metrics_producer(self.producers[system])
+        return producer
 
     def consumer(self, system: str) -> SystemConsumer:
         return self._opened[system].consumer(self.consumer_group)
@@ -221,8 +229,9 @@ class Systems:
                 committer.stop(GROUP_COMMIT_STOP_S)
         producers: list[Any] = [*self.producers.values()]
         producers.extend((self._changelog_producers or {}).values())
-        if self.checkpoint_producer is not None and self.checkpoint_producer not in producers:
-            producers.append(self.checkpoint_producer)
+        for extra in [self.checkpoint_producer, *self._metrics_producers.values()]:
+            if extra is not None and extra not in producers:
+                producers.append(extra)
         for p in producers:
             try:
                 p.stop()

@@ -70,6 +70,13 @@ class System(ABC):
         producer: a system whose flush waits for every send returns a producer of its own, so that a
         checkpoint never waits for task outputs; one that cannot fall behind may return ``outputs``."""
 
+    def metrics_producer(self, outputs: SystemProducer) -> SystemProducer:
+        """The producer of the metrics snapshots (a snapshot reporter's), given the system's ``outputs``
+        producer: as ``checkpoint_producer``, one of its own where a flush waits for every send, so
+        that a report never waits for task outputs nor a commit for a report, and a report's failed
+        delivery never reaches a commit."""
+        return self.checkpoint_producer(outputs)
+
     @abstractmethod
     def consumer(self, group_id: str) -> SystemConsumer:
         """A new consumer for the tasks' inputs, in consumer group ``group_id`` where the system has groups."""

@@ -31,6 +31,7 @@ from samzamp.api.collector import MessageCollector, TaskCoordinator
 from samzamp.api.context import TaskContext
 from samzamp.api.envelope import IncomingMessageEnvelope, SystemStream, SystemStreamPartition
 from samzamp.api.errors import SystemFailureError
+from samzamp.api.metrics import TaskMetrics
 from samzamp.api.serde import Serde
 from samzamp.api.task import (
     CheckpointListenerTask,
@@ -45,6 +46,7 @@ from samzamp.collect.output_failures import OutputFailures
 from samzamp.commit.flush_policy import commit_failure, flush_task_producers
 from samzamp.config.settings import TaskSettings
 from samzamp.dispatch.process.calls import FENCE, wait_for_fence
+from samzamp.metrics.names import reserved_task_metrics
 from samzamp.metrics.registry import Counter, MetricsRegistry, Timer
 from samzamp.model.control_state import ControlState
 from samzamp.model.job_model import TaskModel
@@ -149,8 +151,15 @@ class TaskRuntime:
         if isinstance(self.task, InitableTask):
             stores = dict(self.storage.stores) if self.storage is not None else {}
             try:
+                reserved = reserved_task_metrics(self.ssps, stores)
                 context = TaskContext(
-                    self.name, frozenset(self.ssps), config, stores, task_model=self.model, metrics=self.metrics
+                    self.name,
+                    frozenset(self.ssps),
+                    config,
+                    stores,
+                    task_model=self.model,
+                    metrics=TaskMetrics(self.name, self.metrics, reserved.__contains__),
+                    registry=self.metrics,
                 )
                 self.task.init(context)
             except Exception as e:

@@ -7,6 +7,7 @@
     )
     result.messages("counts")   # what the task sent to "counts", decoded: [2, 1]
     result.store("counts")      # a store's committed contents, decoded (when the task has one)
+    result.task_metrics("Partition 0")  # a task's metrics: its own (context.metrics) and samzamp's
 
 What it promises (closer to Kafka Streams' TopologyTestDriver than to a mock):
 
@@ -97,6 +98,24 @@ class TestResult:
         # The stores' directory lives as long as this result: removed by ``close`` or when the
         # result is garbage-collected (or at exit).
         self._cleanup = weakref.finalize(self, shutil.rmtree, state_dir, ignore_errors=True)
+
+    @property
+    def tasks(self) -> list[str]:
+        """The names of the run's tasks (``"Partition 0"``, ...), sorted."""
+        return list(self._task_names)
+
+    def task_metrics(self, task: str | None = None) -> dict[str, Any]:
+        """The metrics of task ``task`` at the end of the run, by name: its own
+        (``context.metrics``) and samzamp's of it (``process-calls``, ``send-calls``, ...), as the
+        container's registry holds them (a timer as ``{"avg": ns, "count": n, "max": ns}``). None:
+        the only task's (a KeyError names the tasks when there are several)."""
+        if task is None:
+            if len(self._task_names) != 1:
+                raise KeyError(f"the run had tasks {self._task_names}: pass task=")
+            task = self._task_names[0]
+        if task not in self._task_names:
+            raise KeyError(f"no task {task!r} ran (tasks: {self._task_names})")
+        return dict(self.metrics.get(f"TaskName-{task}", {}))
 
     def close(self) -> None:
         """Remove the temporary directory of the stores now (``store`` cannot be read after)."""

@@ -41,6 +41,7 @@ from samzamp.dispatch.process import frames as f
 from samzamp.dispatch.process.calls import CallSlot
 from samzamp.gc_freeze import freeze_start_up
 from samzamp.ipc import PeerGone, attach_ring
+from samzamp.metrics.deltas import DeltaTracker, MetricDeltas
 from samzamp.metrics.registry import MetricsRegistry
 from samzamp.model.job_model import TaskModel
 from samzamp.operators.factory import job_task_class
@@ -108,9 +109,12 @@ class Worker:
         slot = (timed or st.zk is not None) and spec.calls_fd >= 0
         self.calls: memoryview | None = CallSlot.attach(spec.calls_fd).fields if slot else None
         self.serdes = StreamSerdes(self.settings)
-        # The tasks' metrics (send-calls, serialization and deserialization errors) stay in this
-        # process: the loop's registry sees only what the frames carry (process counts and times).
+        # The tasks' metrics (send-calls, serialization errors, operators', their own): counted here,
+        # and what they gained goes to the container's registry (``Metrics`` frames), where the
+        # task's group leaves with the task and the shared groups sum every task's counts.
         self.metrics = MetricsRegistry()
+        self.metrics_sent = DeltaTracker(self.metrics)
+        self.max_frame = self.from_worker.max_record  # a Metrics frame is split to fit
         self.producers: dict[str, SystemProducer] = {}
         self.changelogs: dict[str, ChangelogProducer] = {}
         self.kafka: dict[str, KafkaClientSettings] = {}  # by system: how stores read their changelogs
@@ -129,6 +133,9 @@ class Worker:
         # it, so that it never runs empty while reports wait.
         self._report_after = f.report_after(self.settings.worker_batch_size)
         self._urgent = False  # ``out`` holds an answer the loop waits for
+        # When the tasks' metrics go to the loop next (see frames.METRICS_EVERY_NS); a clock read per
+        # send, not per message.
+        self._metrics_due = time.monotonic_ns() + f.METRICS_EVERY_NS
 
     # -- set-up -------------------------------------------------------------------------------
     def start(self) -> None:
@@ -215,6 +222,10 @@ class Worker:
             rt.close()
         except Exception as e:
             self.fail(t, TaskError(f"task {rt.name!r} could not be closed: {type(e).__name__}: {e}"))
+        self._queue_metrics()  # the task's last counts, before the loop drops its group with it
+        group = f"TaskName-{rt.name}"  # as there: one that comes back here starts from zero
+        self.metrics.remove(group)
+        self.metrics_sent.forget(group)
         self._reply(f.TaskRemoved(t))
 
     def _task(self, t: int) -> WorkerTask:
@@ -317,11 +328,22 @@ class Worker:
 
     def _send_out(self) -> None:
         self._flush_reports()
+        if time.monotonic_ns() >= self._metrics_due:
+            self._queue_metrics()
         if self.out:
             self.tx.send_many(self.out)
             self.out.clear()
         self._unreported_ns = self._unreported = 0
         self._urgent = False
+
+    def _queue_metrics(self) -> None:
+        """Queue what the tasks' metrics gained since they were last sent (nothing if none did), in
+        as many ``Metrics`` frames as the ring's record limit needs (many tasks on a small ring)."""
+        self._metrics_due = time.monotonic_ns() + f.METRICS_EVERY_NS
+        deltas = self.metrics_sent.take()
+        if deltas:
+            self._flush_reports()
+            self.out.extend(_metrics_frames(deltas, self.max_frame))
 
     def _queue(self, frame: f.FromWorker) -> None:
         """Queue a frame behind every completion reported so far (the loop relies on that order)."""
@@ -451,11 +473,40 @@ class Worker:
     def _stop(self) -> None:
         for wt in self.tasks.values():  # the tasks still here: close each, then its stores
             wt.runtime.close()
+        self._queue_metrics()  # the last counts, for the container's last report
         for p in self.producers.values():
             p.stop()
         for c in self.changelogs.values():
             c.stop()
         self.send_now(f.Stopped())
+
+
+def _metrics_frames(deltas: MetricDeltas, limit: int) -> list[bytes]:
+    """``deltas`` as encoded ``Metrics`` frames of at most ``limit`` bytes each, halved until they fit."""
+    frame = f.encode(f.Metrics(deltas))
+    if len(frame) <= limit:
+        return [frame]
+    entries = (
+        [("c", e) for e in deltas.counters] + [("t", e) for e in deltas.timers] + [("g", e) for e in deltas.gauges]
+    )
+    if len(entries) == 1:  # one metric's names alone are too long for the ring: it cannot cross
+        log.warning(
+            "a metric too long to send to the container (%d bytes) is left out: %s", len(frame), entries[0][1][:2]
+        )
+        return []
+    half = len(entries) // 2
+    return [
+        encoded
+        for part in (entries[:half], entries[half:])
+        for encoded in _metrics_frames(
+            MetricDeltas(
+                [e for k, e in part if k == "c"],
+                [e for k, e in part if k == "t"],
+                [e for k, e in part if k == "g"],
+            ),
+            limit,
+        )
+    ]
 
 
 class _Stopped(Exception):

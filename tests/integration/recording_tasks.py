@@ -585,3 +585,17 @@ class LoggingTask(OrderTask):
                 raise ValueError("not really")
             except ValueError:
                 self._log.warning("second message: offset %d", envelope.offset, exc_info=True)
+
+
+class MetricsTask(OrderTask):
+    """An OrderTask that counts each message in a metric of its own (``user-messages``) and sets a
+    gauge of its own at init (``user-gauge``)."""
+
+    def init(self, context) -> None:
+        super().init(context)
+        self.user_messages = context.metrics.counter("user-messages")
+        context.metrics.gauge("user-gauge").set("set-at-init")
+
+    def process(self, envelope, collector, coordinator) -> None:
+        super().process(envelope, collector, coordinator)
+        self.user_messages.inc()

@@ -179,7 +179,15 @@ CASES = [
         set={"streams.word-counts.samza.system": "kafak"},
     ),
     # Keys accepted before with no effect.
-    Case("metrics-reporters", "metrics.reporters", set={"metrics.reporters": ["snapshot"]}),
+    Case(
+        "metrics-reporter-class",
+        "metrics.reporter.jmx.class",
+        set={
+            "metrics.reporters": ["jmx"],
+            "metrics.reporter.jmx.class": "org.apache.samza.metrics.reporter.JmxReporterFactory",
+        },
+    ),
+    Case("snapshot-reporter-stream", "metrics.reporter.snapshot.stream", set={"metrics.reporters": ["snapshot"]}),
     Case("stream-priority", "streams.lines.samza.priority", set={"streams.lines.samza.priority": 2}),
     Case("custom-chooser", "task.chooser.class", set={"task.chooser.class": "com.example.PriorityChooserFactory"}),
     Case("config-rewriters", "job.config.rewriters", set={"job.config.rewriters": "regex"}),

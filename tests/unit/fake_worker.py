@@ -12,6 +12,7 @@ state is set up and nothing else, for a test to give it rings of its own and tas
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import deque
 from typing import Any, NamedTuple
 
@@ -23,6 +24,7 @@ from samzamp.consume.system_consumers import SystemConsumers
 from samzamp.container.run_loop import RunLoop
 from samzamp.container.worker_task_proxy import WorkerTaskProxy
 from samzamp.dispatch.process import frames as f
+from samzamp.metrics.deltas import DeltaTracker
 from samzamp.metrics.registry import MetricsRegistry
 from samzamp.model.job_model import TaskModel
 from samzamp.systems.inmemory.system import InMemoryStreams, InMemorySystemConsumer
@@ -161,12 +163,16 @@ async def run_worker_task(
 
 def worker_without_rings(report_after: int) -> Worker:
     """A ``Worker`` with only its serving and reporting state: no rings (set ``rx``, ``tx``), config,
-    producers, call slot or tasks (add them to ``tasks``); it reports every ``report_after`` messages."""
+    producers, call slot or tasks (add them to ``tasks``; they count in ``metrics``); it reports every ``report_after`` messages."""
     w = Worker.__new__(Worker)
     w.inbox, w.out, w._reports = deque(), [], {}
     w._unreported_ns = w._unreported = 0
     w._urgent = False
     w._report_after = report_after
+    w._metrics_due = time.monotonic_ns() + f.METRICS_EVERY_NS
+    w.metrics = MetricsRegistry()
+    w.metrics_sent = DeltaTracker(w.metrics)
+    w.max_frame = 1 << 20
     w.calls = None  # no task.callback.timeout.ms
     w.tasks, w.producers, w.changelogs = {}, {}, {}
     return w

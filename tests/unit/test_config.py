@@ -880,8 +880,7 @@ def _warnings_of(**values: Any) -> dict[str, str]:
     [
         ("job.factory.class", "org.apache.samza.job.yarn.YarnJobFactory"),
         ("job.coordinator.zk.enable-startup-with-active-job-model", True),
-        ("metrics.reporter.snapshot.class", "org.apache.samza.metrics.reporter.MetricsSnapshotReporterFactory"),
-        ("metrics.reporter.snapshot.stream", "kafka.metrics"),
+        ("metrics.reporter.jmx.port", 9999),
         ("task.checkpoint.factory", "org.apache.samza.checkpoint.kafka.KafkaCheckpointManagerFactory"),
         ("yarn.package.path", "hdfs:///job.tgz"),
         ("cluster-manager.container.memory.mb", 1024),
@@ -906,8 +905,6 @@ def test_samza_keys_samzamp_does_not_use_are_warnings_that_say_why(key: str, val
 @pytest.mark.parametrize(
     ("key", "value", "fragment"),
     [
-        ("metrics.reporters", ["snapshot"], "no metrics reporters"),
-        ("metrics.reporters", "snapshot,jmx", "no metrics reporters"),
         ("streams.lines.samza.priority", 2, "round robin"),
         ("task.chooser.class", "com.example.PriorityChooserFactory", "round robin"),
         ("job.config.rewriters", "regex", "rewriters"),
@@ -928,8 +925,6 @@ def test_samza_keys_whose_absence_changes_the_job_are_errors(key: str, value: An
 @pytest.mark.parametrize(
     ("key", "value"),
     [
-        ("metrics.reporters", []),
-        ("metrics.reporters", ""),
         ("streams.lines.samza.priority", -1),
         ("streams.lines.samza.priority", "-1"),
         ("task.chooser.class", "org.apache.samza.system.chooser.RoundRobinChooserFactory"),
@@ -1008,9 +1003,12 @@ def test_did_you_mean_stays_in_the_key_namespace(key: str) -> None:
 def test_known_keys_like_fills_placeholders_from_the_key() -> None:
     assert "systems.kafka.samza.factory" in known_keys_like("systems.kafka.samza.factroy")
     assert "serializers.registry.foo.class" in known_keys_like("serializers.registry.foo.klass")
-    metrics = known_keys_like("metrics.x")
-    assert "metrics.log.interval.ms" in metrics
-    assert all(k.startswith("metrics.") for k in metrics), metrics
+    assert known_keys_like("metrics.x") == [
+        "metrics.log.interval.ms",
+        "metrics.prometheus.port",
+        "metrics.prometheus.host",
+        "metrics.reporters",
+    ]
 
 
 @pytest.mark.parametrize(
@@ -1164,7 +1162,10 @@ def test_every_key_samzamp_reads_is_in_the_readme_table() -> None:
 
 
 # Keys samzamp reads inside a namespace whose other keys it ignores (a key samzamp reads is checked first).
-_READ_IN_IGNORED_NAMESPACE = {"yarn.samza.host-affinity.enabled": "yarn.*"}
+_READ_IN_IGNORED_NAMESPACE = {
+    "yarn.samza.host-affinity.enabled": "yarn.*",
+    **{f"metrics.reporter.counts.{k}": "metrics.reporter.*" for k in ("class", "stream", "interval", "blacklist")},
+}
 
 
 def test_no_key_is_both_samzamp_s_and_one_samzamp_ignores() -> None:

@@ -7,6 +7,7 @@ sync fast path and on the callback path that async tasks take) and in a worker p
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -28,6 +29,7 @@ from samzamp.container.task_instance import TaskInstance
 from samzamp.dispatch.adapters import RunnableTask, adapt_task
 from samzamp.dispatch.process import frames as f
 from samzamp.dispatch.process.pool import failure_of
+from samzamp.metrics.deltas import DeltaTracker
 from samzamp.metrics.registry import MetricsRegistry
 from samzamp.model.job_model import TaskModel
 from samzamp.storage.manager import RestoreReport
@@ -280,8 +282,12 @@ class WorkerHost:
         w._unreported_ns = w._unreported = 0
         w._urgent = False
         w._report_after = 256
+        w._metrics_due = time.monotonic_ns() + f.METRICS_EVERY_NS
         w.calls = None
         w.producers, w.changelogs = {}, {}
+        w.metrics = job.runtime.metrics
+        w.metrics_sent = DeltaTracker(w.metrics)
+        w.max_frame = 1 << 20
         w.tasks = {0: WorkerTask(job.runtime)}
         self.w = w
         self.epoch = 0

@@ -27,6 +27,8 @@ class ScriptedWorker(FakePool):
         self.skip_epoch = -1
         self.hold_drain = False  # keep on_drain "running" until released
         self.held: list[Any] = []
+        self.proxy: Any = None  # the task's proxy, once it started
+        self.process_calls: list[int] = []  # its process-calls after each frame served
 
     def serve(self) -> None:
         while self.frames:
@@ -57,6 +59,7 @@ class ScriptedWorker(FakePool):
                 self.handler(f.BeforeCommitDone(0))
             elif isinstance(frame, f.Commit):
                 self.handler(f.CommitReady(0, [], {}))
+            self.process_calls.append(self.proxy.m_process_calls.count)
 
 
 def _run(
@@ -72,7 +75,7 @@ def _run(
     checkpoints = Checkpoints()
 
     async def main() -> RunLoop:
-        run_loop, _ti, consumers, runner = await run_worker_task(
+        run_loop, worker.proxy, consumers, runner = await run_worker_task(
             worker, n, checkpoints, windowable=windowable, batch_size=4, in_flight_limit=16, pack_runs=pack_runs
         )
         drained = False
@@ -119,6 +122,9 @@ def test_messages_taken_back_after_requests_run_once_in_order_and_the_drain_wind
     tail = worker.ran[-2:] if windowable else worker.ran[-1:]
     assert tail == (["W", "D"] if windowable else ["D"])  # after the last message
     assert run_loop.drain_complete
+    # process-calls never goes down (a taken-back message is not uncounted) and counts each once
+    assert worker.process_calls == sorted(worker.process_calls)
+    assert worker.process_calls[-1] == n
 
 
 @pytest.mark.parametrize("pack_runs", [0, 3], ids=["messages", "packed"])

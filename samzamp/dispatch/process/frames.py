@@ -7,7 +7,7 @@ Loop -> worker: ``AddTask``, ``RemoveTask``, ``Process`` (a batch of one task's 
 ``Window``, ``EndOfStream``, ``Drain``, ``BeforeCommit``, ``Commit``, ``Checkpointed``, ``Stop``. Worker
 -> loop: ``Ready``, ``TaskAdded``, ``TaskRemoved``, ``Processed``, ``Requested``, ``Yielded``,
 ``WindowDone``, ``EndOfStreamDone``, ``DrainDone``, ``BeforeCommitDone``, ``CommitReady``, ``Failed``,
-``Stopped``.
+``Metrics``, ``Stopped``.
 
 A worker starts with no task (its ``WorkerSpec`` says how to run tasks, not which) and answers
 ``Ready``. From then on the loop hands it tasks and takes them back at any time: ``AddTask`` (the
@@ -23,6 +23,12 @@ to requests by task alone (``TaskRemoved`` is the last frame of its task). ``Yie
 exception: it takes effect as soon as the worker reads it, ahead of the frames before it (it is about
 them).
 
+The metrics the worker's tasks count (their sends, serialization errors, operators, their own
+metrics) cross as ``Metrics`` frames: what changed since the last one (``samzamp.metrics.deltas``),
+which the loop adds to the container's registry. A worker sends one every ``METRICS_EVERY_NS`` at
+most (with its reports, or when it wakes idle), and one before ``TaskRemoved`` and ``Stopped``, so
+the container's counts of a task are whole when the task leaves or the workers stop.
+
 ``VERSION`` is checked at start-up: a worker of another samzamp version refuses to run.
 """
 
@@ -32,6 +38,7 @@ from typing import Any
 
 import msgspec
 
+from samzamp.metrics.deltas import MetricDeltas
 from samzamp.model.control_state import ControlState
 from samzamp.model.job_model import TaskModel
 from samzamp.storage.manager import RestoreReport
@@ -39,6 +46,7 @@ from samzamp.storage.manager import RestoreReport
 __all__ = [
     "IN_FLIGHT_BATCHES",
     "IN_FLIGHT_TARGET_NS",
+    "METRICS_EVERY_NS",
     "REPORT_BATCHES",
     "REPORT_EVERY_NS",
     "TASK_MIN_SHARE_NS",
@@ -54,6 +62,7 @@ __all__ = [
     "EndOfStream",
     "EndOfStreamDone",
     "Failed",
+    "Metrics",
     "Process",
     "ProcessOut",
     "Processed",
@@ -75,7 +84,7 @@ __all__ = [
     "report_after",
 ]
 
-VERSION = 4
+VERSION = 5
 
 # A raw message as the loop buffers it: (offset, key bytes, value bytes, timestamp ms).
 RawTuple = tuple[int, "bytes | None", "bytes | None", int]
@@ -104,6 +113,10 @@ IN_FLIGHT_TARGET_NS = 80_000_000
 TASK_MIN_SHARE_NS = 2 * REPORT_EVERY_NS
 IN_FLIGHT_BATCHES = 16  # job.container.worker.batch.size messages each
 REPORT_BATCHES = IN_FLIGHT_BATCHES // 4
+
+# How often, at most, a worker sends its tasks' metrics: a frame a second costs the loop nothing
+# measurable, and an export (a scrape, a snapshot, the metrics log) sees them at most this late.
+METRICS_EVERY_NS = 1_000_000_000
 
 
 def report_after(batch_size: int) -> int:
@@ -329,6 +342,13 @@ class Failed(_Frame):
     key: str = ""
 
 
+class Metrics(_Frame):
+    """What the worker's tasks' metrics gained since the last ``Metrics`` frame (none: from zero),
+    to be added to the container's registry under the same groups and names."""
+
+    deltas: MetricDeltas
+
+
 class Stopped(_Frame):
     pass
 
@@ -350,6 +370,7 @@ FromWorker = (
     | BeforeCommitDone
     | CommitReady
     | Failed
+    | Metrics
     | Stopped
 )
 

@@ -25,6 +25,9 @@ Process boundaries, both ways:
 
 Workers are started with fork+exec (``subprocess``): no Kafka client or thread of the container is
 inherited, whenever they are started.
+
+What the workers' tasks count (``Metrics`` frames) is added to the container's registry here, as it
+arrives, so every export of that registry shows it (see frames.py for when a worker sends it).
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ from samzamp.api.errors import CallbackTimeoutError, ConfigError, SerdeError, Ta
 from samzamp.dispatch.process import frames as f
 from samzamp.dispatch.process.calls import CallSlot
 from samzamp.ipc import EndOfQueue, PeerGone, Ring, create_ring
+from samzamp.metrics.deltas import apply_deltas
 from samzamp.metrics.registry import MetricsRegistry
 from samzamp.model.job_model import TaskModel
 from samzamp.storage.manager import RestoreReport
@@ -344,6 +348,10 @@ class WorkerPool:
         elif isinstance(frame, f.Ready):
             if w.ready is not None and not w.ready.done():
                 w.ready.set_result(None)
+        elif isinstance(frame, f.Metrics):
+            # Into the container's registry, where the tasks' groups live while they run here (a
+            # task's last Metrics frame comes before its TaskRemoved, which drops its group).
+            apply_deltas(self._metrics, frame.deltas)
         elif isinstance(frame, f.Stopped):
             if w.stopped is not None and not w.stopped.done():
                 w.stopped.set_result(None)

@@ -163,8 +163,9 @@ class RegistryCollector:
     def collect(self) -> Iterable[Metric]:
         """Every metric of the registry now, as Prometheus metric families."""
         scrape = _Scrape(self._labels())
-        for group, name, metric in self._registry.entries():
-            self._add(scrape, group, name, metric)
+        for group, metrics in self._registry.metrics():
+            for name, metric in metrics:
+                self._add(scrape, group, name, metric)
         if self._state is not None:
             self._add_state(scrape, self._state())
         for refused in scrape.refused:

@@ -51,6 +51,7 @@ ClientKind = Literal[
     "consumer",  # a container's input consumer
     "producer",  # task outputs (container and workers); samzamp-drain's coordinator-stream writes
     "checkpoint-producer",  # checkpoints and the container's coordinator-stream writes
+    "metrics-producer",  # the snapshot reporter's metrics messages
     "admin",  # topic metadata and creation
     "group-offsets",  # input offsets committed to the consumer group, for lag tools
     "end-offsets",  # exact high watermarks of inputs that start at the upcoming message
@@ -67,6 +68,7 @@ _ROLE: dict[str, str | None] = {
     "changelog-reader": "consumer",
     "producer": "producer",
     "checkpoint-producer": "producer",
+    "metrics-producer": "producer",
     "changelog-producer": "producer",
     "changelog-writer": "producer",
     "admin": None,

@@ -41,6 +41,9 @@ class KafkaSystem(System):
         # Its own producer, so waiting for a checkpoint never waits for task outputs.
         return KafkaSystemProducer(self.clients, "checkpoint-producer")
 
+    def metrics_producer(self, outputs: SystemProducer) -> SystemProducer:
+        return KafkaSystemProducer(self.clients, "metrics-producer")
+
     def consumer(self, group_id: str) -> SystemConsumer:
         return KafkaSystemConsumer(self.clients, group_id)
 
