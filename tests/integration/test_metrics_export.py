@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from kafka_util import Container, count_lines, create_topic, job_toml, read_all, seed_input, wait_until, write_config
+from test_prometheus_endpoint import endpoint, label, scrape, values
 
 from samzamp.metrics.snapshot import host_partition
 
@@ -186,9 +187,19 @@ def test_a_worker_tasks_own_counter_and_sends_reach_the_log_and_the_one_snapshot
     """With reports an hour apart, the only snapshot and the only metrics log line are the ones the
     stop makes, after the workers sent their last counts."""
     job = Job(broker, tmp_path, unique, interval=3600)
-    c = job.start("job.container.thread.pool.size=2", "metrics.log.interval.ms=3600000")
+    c = job.start("job.container.thread.pool.size=2", "metrics.log.interval.ms=3600000", "metrics.prometheus.port=0")
+    base, _ = endpoint(c)
     wait_until(lambda: count_lines(job.rec) >= N, 120, "every message processed", c)
     assert not job.snapshots(), "a snapshot before the interval"
+    # The worker tasks' own counter, in /metrics too, per task, once the workers reported it.
+    wait_until(
+        lambda: sum(values(scrape(base), "samza_task_user_messages_total").values()) == N,
+        60,
+        f"{N} user-messages, as scraped",
+        c,
+    )
+    scraped = values(scrape(base), "samza_task_user_messages_total")
+    assert {label(k, "task") for k in scraped} == {t.removeprefix("TaskName-") for t in TASKS}
     assert c.stop() == 0, c.log_text()[-3000:]
     sources = _by_source(job.snapshots())
     assert {s: len(m) for s, m in sources.items()} == {s: 1 for s in (CONTAINER, REPORTER, *TASKS)}
