@@ -197,6 +197,13 @@ class SamzaContainer:
     def _lanes(self, t: RunLoopTask) -> dict[Lane, SystemStreamPartition]:
         return task_lanes(t.name, t.ssps, self._broadcast)
 
+    def forget_metrics(self) -> None:
+        """The tasks were abandoned (this processor's membership expired): their metrics go with
+        them, as a task's do when it leaves, so no export shows a task this processor lost, and
+        one it gets back counts from zero."""
+        for t in self.tasks.values():
+            self._remove_metrics(t)
+
     def _remove_metrics(self, t: RunLoopTask) -> None:
         self.metrics.remove(f"TaskName-{t.name}")
         self._ssp_gauges.remove(t)

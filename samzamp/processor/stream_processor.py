@@ -262,6 +262,8 @@ class StreamProcessor:
                     # killed): their next owners start from their last checkpoints. Join again as
                     # a new member, with fresh workers.
                     log.warning("%s", e)
+                    if self.container is not None:
+                        self.container.forget_metrics()
                     if self.pool is not None:
                         self.pool.kill()
                         self._spawn_pool(task_class)

@@ -3,7 +3,9 @@ reading the real broker. Each task writes who processed which offset when (``Own
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -290,7 +292,9 @@ def test_a_processor_whose_session_expired_opens_the_stores_of_the_tasks_it_gets
     view = ZkView(zookeeper.connect_string, job)
     flow = InputFlow(bs, topic, PARTITIONS)
     try:
-        p1 = Processor(cfg, bs, "p1", "A", f"job.logged.store.base.dir={tmp_path / 'state'}")
+        p1 = Processor(
+            cfg, bs, "p1", "A", f"job.logged.store.base.dir={tmp_path / 'state'}", "metrics.log.interval.ms=3600000"
+        )
         version, _ = view.wait_stable([p1])
         wait_until(lambda: any(r.processor == "p1" for r in ownership_records(rec)), 60, "p1 to process", p1)
         os.kill(p1.proc.pid, signal.SIGSTOP)
@@ -314,6 +318,11 @@ def test_a_processor_whose_session_expired_opens_the_stores_of_the_tasks_it_gets
     late = [r for r in records if r.instance in tenures and r.start_ns > continued]
     assert not late, f"p1 processed {len(late)} messages of its abandoned tasks after it was continued: {late[:3]}"
     check_ownership(records)
+    # The abandoned tasks' metrics went with them: the last metrics line (at the stop) counts only
+    # what the tasks it got back processed.
+    (last,) = [json.loads(m) for m in re.findall(r"metrics (\{.*\})$", p1.log_text(), re.MULTILINE)]
+    calls = sum(ms["process-calls"] for g, ms in last.items() if g.startswith("TaskName-"))
+    assert calls == sum(1 for r in records if r.instance not in tenures), (calls, len(records))
 
 
 def test_rebucketing_a_running_standalone_job_is_refused(broker, zookeeper, unique, tmp_path: Path) -> None:
