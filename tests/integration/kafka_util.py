@@ -57,7 +57,14 @@ def seed_input(bootstrap: str, topic: str, partitions: int, count: int) -> None:
 
 def read_all(bootstrap: str, topic: str, partitions: list[int]) -> list[Any]:
     """Every record of the partitions, from the oldest to the end."""
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "test-read", "enable.partition.eof": True})
+    # Quick to the end, as KafkaSystemAdmin.read_all: the topic's leaders learnt before assign()
+    # (else librdkafka queries the oldest offset 500 ms late: samzamp.systems.kafka.assign), an
+    # empty fetch answered after 10 ms (fetch.wait.max.ms, 500 by default), and consume(n, t),
+    # which waits for n messages or t, taking what is there and blocking only for one.
+    c = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "test-read", "enable.partition.eof": True, "fetch.wait.max.ms": 10}
+    )
+    c.list_topics(topic, timeout=10)
     c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
     out = []
     eof: set[int] = set()
@@ -65,7 +72,7 @@ def read_all(bootstrap: str, topic: str, partitions: list[int]) -> list[Any]:
     try:
         while len(eof) < len(partitions):
             assert time.monotonic() < deadline, f"reading {topic} did not reach its end"
-            for m in c.consume(5000, 0.5):
+            for m in c.consume(5000, 0) or c.consume(1, 0.5):
                 err = m.error()
                 if err is None:
                     out.append(m)
