@@ -7,7 +7,7 @@ import itertools
 from collections.abc import Iterator
 
 import pytest
-from kafka_util import Container
+from kafka_util import Container, forget_record_files
 
 from samzamp.coordinator.zk.server import EmbeddedZooKeeper
 from samzamp.systems.kafka import EmbeddedBroker
@@ -42,9 +42,11 @@ def unique() -> str:
 
 @pytest.fixture(autouse=True)
 def _no_container_outlives_its_test() -> Iterator[None]:
-    """A failed test must not leave its container (and its workers) running into the next tests."""
+    """A failed test must not leave its container (and its workers) running into the next tests;
+    what was read of its record files is forgotten."""
     yield
     for c in list(Container.started):
         if c.alive():
             c.kill()
     Container.started.clear()
+    forget_record_files()
