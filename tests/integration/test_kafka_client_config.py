@@ -126,10 +126,12 @@ client.rack = "${{{RACK_VAR}}}"
 sasl.password = "${{{SECRET_VAR}}}"
 """
         # A literal ${ (written $${): a worker that read the container's resolved config as a
-        # reference again would fail on the unset variable.
+        # reference again would fail on the unset variable. The drain monitor polls every 200 ms
+        # rather than 10 s: the drain below then ends the run at once (its clients are the same).
         top = f"""
 "job.logged.store.base.dir" = "{tmp / "state"}"
 "job.container.thread.pool.size" = {pool}
+"job.drain-monitor.poll.interval.ms" = 200
 "test.literal" = "$${{SAMZAMP_TEST_SURELY_UNSET}}"
 """
         cfg = write_config(tmp / "job.toml", job_toml(job, "recording_tasks:StoreCountTask", topic, rec, extra, top))
