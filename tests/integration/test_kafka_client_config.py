@@ -150,19 +150,31 @@ sasl.password = "${{{SECRET_VAR}}}"
         self.get("pool-0")
         assert self.pool0 is not None
         cfg, tmp, job = self.pool0
+        # The two commands run side by side (each starts its own Spark JVM): neither reads what the
+        # other writes (the snapshot and the compacted topic; the restored store directories).
+        started: list[tuple[str, subprocess.Popen[str]]] = []
         out = []
-        for module, args in [
-            ("compact_changelog", ["--output", str(tmp / "snapshot"), "--to-topic", f"cc-compacted-{job}"]),
-            ("restore_stores", ["--set", f"job.logged.store.base.dir={tmp / 'restored'}"]),
-        ]:
-            with _env():
-                r = subprocess.run(
-                    [sys.executable, "-m", f"samzamp.cli.{module}", str(cfg), "--store", "counts", "--master", "local[1]",
-                     *args],
-                    cwd=str(ROOT), env=child_env(), capture_output=True, text=True, timeout=300, check=False,
-                )  # fmt: skip
-            assert r.returncode == 0, f"{module}: {r.stdout}\n{r.stderr[-3000:]}"
-            out.append(r.stdout + r.stderr)
+        try:
+            for module, args in [
+                ("compact_changelog", ["--output", str(tmp / "snapshot"), "--to-topic", f"cc-compacted-{job}"]),
+                ("restore_stores", ["--set", f"job.logged.store.base.dir={tmp / 'restored'}"]),
+            ]:
+                with _env():
+                    proc = subprocess.Popen(
+                        [sys.executable, "-m", f"samzamp.cli.{module}", str(cfg), "--store", "counts", "--master",
+                         "local[1]", *args],
+                        cwd=str(ROOT), env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                    )  # fmt: skip
+                started.append((module, proc))
+            for module, proc in started:
+                stdout, stderr = proc.communicate(timeout=300)
+                assert proc.returncode == 0, f"{module}: {stdout}\n{stderr[-3000:]}"
+                out.append(stdout + stderr)
+        finally:
+            for _, proc in started:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.communicate()
         return Run(job, "\n".join(out))
 
 
