@@ -295,6 +295,24 @@ def records(record_dir: Path, kinds: str = "P") -> list[tuple[str, int, int]]:
     return out
 
 
+class NewRecords:
+    """The (kind, a, b) lines of ``kinds`` added to the record files of ``record_dir`` since the
+    last call (the first call: every one so far), for a poll that builds on what it saw before."""
+
+    def __init__(self, record_dir: Path, kinds: str = "P") -> None:
+        self._dir = record_dir
+        self._kinds = kinds
+        self._taken: dict[Path, int] = {}
+
+    def __call__(self) -> list[tuple[str, int, int]]:
+        out = []
+        for f in sorted(self._dir.glob("*.log")):
+            triples = _record_file(f).parse()
+            out += [t for t in triples[self._taken.get(f, 0) :] if t[0] in self._kinds]
+            self._taken[f] = len(triples)
+        return out
+
+
 def count_lines(record_dir: Path, prefix: str = "P ") -> int:
     """How many lines of the record files in ``record_dir`` start with ``prefix``."""
     head, space, rest = prefix.partition(" ")
