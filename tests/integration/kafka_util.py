@@ -295,6 +295,24 @@ def records(record_dir: Path, kinds: str = "P") -> list[tuple[str, int, int]]:
     return out
 
 
+class NewLines:
+    """The lines starting with ``prefix`` added to the record files of ``record_dir`` since the last
+    call (the first call: every one so far), for a poll that builds on what it saw before."""
+
+    def __init__(self, record_dir: Path, prefix: str) -> None:
+        self._dir = record_dir
+        self._prefix = prefix
+        self._taken: dict[Path, int] = {}
+
+    def __call__(self) -> list[str]:
+        out = []
+        for f in sorted(self._dir.glob("*.log")):
+            lines = _record_file(f).lines
+            out += [line for line in lines[self._taken.get(f, 0) :] if line.startswith(self._prefix)]
+            self._taken[f] = len(lines)
+        return out
+
+
 class NewRecords:
     """The (kind, a, b) lines of ``kinds`` added to the record files of ``record_dir`` since the
     last call (the first call: every one so far), for a poll that builds on what it saw before."""
