@@ -248,6 +248,7 @@ class _RecordFile:
         self.heads: dict[str, int] = {}  # the word before a line's first space -> how many lines
         self.triples: list[tuple[str, int, int]] = []  # the lines of three words, parsed (records)
         self.parsed = 0  # how many of ``lines`` ``triples`` has seen
+        self.by_parser: dict[str, list[Any]] = {}  # parsed_lines: every line, parsed by the parser named
 
     def parse(self) -> list[tuple[str, int, int]]:
         for line in self.lines[self.parsed :]:
@@ -280,6 +281,15 @@ def _record_file(path: Path) -> _RecordFile:
             if space:
                 rf.heads[head] = rf.heads.get(head, 0) + 1
     return rf
+
+
+def parsed_lines(path: Path, name: str, parse: Callable[[str], Any]) -> list[Any]:
+    """Every complete line of the record file ``path``, parsed by ``parse`` (each line once: the
+    parsed lines are kept under ``name``, which stands for ``parse``)."""
+    rf = _record_file(path)
+    done = rf.by_parser.setdefault(name, [])
+    done += [parse(line) for line in rf.lines[len(done) :]]
+    return done
 
 
 def forget_record_files() -> None:
