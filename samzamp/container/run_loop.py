@@ -225,8 +225,11 @@ class RunLoop:
                     continue
                 self._consumers.idle()
                 self._waiter = self._loop.create_future()
+                # asyncio.timeout, not wait_for: on Python 3.11 wait_for loses a cancellation of this
+                # task that arrives as the waiter completes (a stop() during start-up is a cancel).
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._waiter, self._settings.max_idle_ms / 1000 or None)
+                    async with asyncio.timeout(self._settings.max_idle_ms / 1000 or None):
+                        await self._waiter
                 self._waiter = None
             if self.error is None:
                 await self._shutdown()

@@ -57,7 +57,14 @@ def seed_input(bootstrap: str, topic: str, partitions: int, count: int) -> None:
 
 def read_all(bootstrap: str, topic: str, partitions: list[int]) -> list[Any]:
     """Every record of the partitions, from the oldest to the end."""
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "test-read", "enable.partition.eof": True})
+    # Quick to the end, as KafkaSystemAdmin.read_all: the topic's leaders learnt before assign()
+    # (else librdkafka queries the oldest offset 500 ms late: samzamp.systems.kafka.assign), an
+    # empty fetch answered after 10 ms (fetch.wait.max.ms, 500 by default), and consume(n, t),
+    # which waits for n messages or t, taking what is there and blocking only for one.
+    c = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "test-read", "enable.partition.eof": True, "fetch.wait.max.ms": 10}
+    )
+    c.list_topics(topic, timeout=10)
     c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
     out = []
     eof: set[int] = set()
@@ -65,7 +72,7 @@ def read_all(bootstrap: str, topic: str, partitions: list[int]) -> list[Any]:
     try:
         while len(eof) < len(partitions):
             assert time.monotonic() < deadline, f"reading {topic} did not reach its end"
-            for m in c.consume(5000, 0.5):
+            for m in c.consume(5000, 0) or c.consume(1, 0.5):
                 err = m.error()
                 if err is None:
                     out.append(m)
@@ -255,22 +262,122 @@ msg.serde = "long"
 """
 
 
+class _RecordFile:
+    """One record file as far as it was read. The tasks append whole lines (one ``os.write`` of
+    each, O_APPEND) and never rewrite one, so each read takes only what was appended since the
+    last, up to its last complete line: a test that polls its records every 50 ms reads each byte
+    once, instead of re-reading (and re-parsing) every file each time while its containers run."""
+
+    def __init__(self, ident: tuple[int, int]) -> None:
+        self.ident = ident  # (st_dev, st_ino): a file replaced under the same name is read anew
+        self.pos = 0
+        self.lines: list[str] = []
+        self.heads: dict[str, int] = {}  # the word before a line's first space -> how many lines
+        self.triples: list[tuple[str, int, int]] = []  # the lines of three words, parsed (records)
+        self.parsed = 0  # how many of ``lines`` ``triples`` has seen
+        self.by_parser: dict[str, list[Any]] = {}  # parsed_lines: every line, parsed by the parser named
+
+    def parse(self) -> list[tuple[str, int, int]]:
+        for line in self.lines[self.parsed :]:
+            parts = line.split()
+            if len(parts) == 3:
+                self.triples.append((parts[0], int(parts[1]), int(parts[2])))
+            self.parsed += 1
+        return self.triples
+
+
+_record_files: dict[Path, _RecordFile] = {}
+
+
+def _record_file(path: Path) -> _RecordFile:
+    """``path``'s complete lines so far, reading only what was appended since the last call."""
+    st = os.stat(path)
+    rf = _record_files.get(path)
+    if rf is None or rf.ident != (st.st_dev, st.st_ino) or st.st_size < rf.pos:
+        rf = _record_files[path] = _RecordFile((st.st_dev, st.st_ino))
+    if st.st_size > rf.pos:
+        with open(path, "rb") as fh:
+            fh.seek(rf.pos)
+            data = fh.read()
+        end = data.rfind(b"\n") + 1  # a line still being written is read once it is whole
+        new = data[:end].decode().splitlines()
+        rf.pos += end
+        rf.lines += new
+        for line in new:
+            head, space, _ = line.partition(" ")
+            if space:
+                rf.heads[head] = rf.heads.get(head, 0) + 1
+    return rf
+
+
+def parsed_lines(path: Path, name: str, parse: Callable[[str], Any]) -> list[Any]:
+    """Every complete line of the record file ``path``, parsed by ``parse`` (each line once: the
+    parsed lines are kept under ``name``, which stands for ``parse``)."""
+    rf = _record_file(path)
+    done = rf.by_parser.setdefault(name, [])
+    done += [parse(line) for line in rf.lines[len(done) :]]
+    return done
+
+
+def forget_record_files() -> None:
+    """Drop what was read of record files (after each test: conftest)."""
+    _record_files.clear()
+
+
 def records(record_dir: Path, kinds: str = "P") -> list[tuple[str, int, int]]:
     """(kind, a, b) lines of every record file in ``record_dir`` (all runs)."""
     out = []
     for f in sorted(record_dir.glob("*.log")):
-        for line in f.read_text().splitlines():
-            parts = line.split()
-            if len(parts) == 3 and parts[0] in kinds:
-                out.append((parts[0], int(parts[1]), int(parts[2])))
+        out += [t for t in _record_file(f).parse() if t[0] in kinds]
     return out
 
 
+class NewLines:
+    """The lines starting with ``prefix`` added to the record files of ``record_dir`` since the last
+    call (the first call: every one so far), for a poll that builds on what it saw before."""
+
+    def __init__(self, record_dir: Path, prefix: str) -> None:
+        self._dir = record_dir
+        self._prefix = prefix
+        self._taken: dict[Path, int] = {}
+
+    def __call__(self) -> list[str]:
+        out = []
+        for f in sorted(self._dir.glob("*.log")):
+            lines = _record_file(f).lines
+            out += [line for line in lines[self._taken.get(f, 0) :] if line.startswith(self._prefix)]
+            self._taken[f] = len(lines)
+        return out
+
+
+class NewRecords:
+    """The (kind, a, b) lines of ``kinds`` added to the record files of ``record_dir`` since the
+    last call (the first call: every one so far), for a poll that builds on what it saw before."""
+
+    def __init__(self, record_dir: Path, kinds: str = "P") -> None:
+        self._dir = record_dir
+        self._kinds = kinds
+        self._taken: dict[Path, int] = {}
+
+    def __call__(self) -> list[tuple[str, int, int]]:
+        out = []
+        for f in sorted(self._dir.glob("*.log")):
+            triples = _record_file(f).parse()
+            out += [t for t in triples[self._taken.get(f, 0) :] if t[0] in self._kinds]
+            self._taken[f] = len(triples)
+        return out
+
+
 def count_lines(record_dir: Path, prefix: str = "P ") -> int:
+    """How many lines of the record files in ``record_dir`` start with ``prefix``."""
+    head, space, rest = prefix.partition(" ")
     n = 0
     for f in record_dir.glob("*.log"):
-        with open(f, "rb") as fh:
-            n += sum(1 for line in fh if line.startswith(prefix.encode()))
+        rf = _record_file(f)
+        if space and not rest:  # "K ": a line's first word, counted as it was read
+            n += rf.heads.get(head, 0)
+        else:
+            n += sum(1 for line in rf.lines if line.startswith(prefix))
     return n
 
 

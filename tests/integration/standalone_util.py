@@ -4,6 +4,7 @@ counts of a counting job against its input."""
 
 from __future__ import annotations
 
+import functools
 import re
 import struct
 import threading
@@ -11,7 +12,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import NamedTuple
 
-from kafka_util import Container, job_toml, produce, read_all, wait_until, write_config
+from kafka_util import Container, job_toml, parsed_lines, produce, read_all, wait_until, write_config
 
 from samzamp.coordinator.zk import job_models
 from samzamp.coordinator.zk.client import connect
@@ -172,14 +173,18 @@ class Record(NamedTuple):
 
 
 def ownership_records(rec: Path) -> list[Record]:
-    """Every ``O`` line of every record file (``OwnershipTask``)."""
+    """Every ``O`` line of every record file (``OwnershipTask``); each line is parsed once, however
+    often a test polls (``parsed_lines``)."""
     out = []
     for f in sorted(rec.glob("*.log")):
-        for line in f.read_text().splitlines():
-            kind, proc, partition, offset, start, end, instance = line.split()
-            assert kind == "O"
-            out.append(Record(proc, int(partition), int(offset), int(start), int(end), f.name, instance))
+        out += parsed_lines(f, "ownership", functools.partial(_ownership_record, f.name))
     return out
+
+
+def _ownership_record(file: str, line: str) -> Record:
+    kind, proc, partition, offset, start, end, instance = line.split()
+    assert kind == "O"
+    return Record(proc, int(partition), int(offset), int(start), int(end), file, instance)
 
 
 def check_ownership(records: list[Record]) -> None:

@@ -301,16 +301,17 @@ def read_topics(bootstrap: str, topics: list[str]) -> dict[str, list[Message]]:
             "bootstrap.servers": bootstrap,
             "group.id": "test-drain-read",
             "enable.partition.eof": True,
-            "fetch.wait.max.ms": 50,
+            "fetch.wait.max.ms": 10,
         }
     )
+    c.list_topics(timeout=10)  # the leaders known before assign(): see kafka_util.read_all
     c.assign(parts)
     eof: set[tuple[str, int]] = set()
     deadline = time.monotonic() + 60
     try:
         while len(eof) < len(parts):
             assert time.monotonic() < deadline, f"reading {topics} did not reach their ends: {sorted(eof)}"
-            for m in c.consume(5000, 0.2):
+            for m in c.consume(5000, 0) or c.consume(1, 0.2):
                 err = m.error()
                 if err is None:
                     out[m.topic()].append(m)

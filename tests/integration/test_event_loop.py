@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from kafka_util import (
     Container,
+    NewRecords,
     count_lines,
     job_toml,
     produced_offsets,
@@ -94,9 +95,11 @@ def _crash_loop(
     cfg = write_config(tmp_path / "job.toml", job_toml(job, f"recording_tasks:{task}", topic, rec))
     done_prefix = f"{kinds} "
     runs = []
+    new_records, done = NewRecords(rec, kinds), set()
 
     def covered() -> bool:
-        return len({(p, o) for _, p, o in records(rec, kinds)}) >= n
+        done.update((p, o) for _, p, o in new_records())
+        return len(done) >= n
 
     for run in range(kills + 1):
         before = len(read_checkpoints(broker.bootstrap_servers, job)) if run else 0

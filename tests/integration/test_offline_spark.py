@@ -2,7 +2,8 @@
 
 One changelog of three partitions (tasks "Partition 0..2"), written in two phases with overwrites,
 tombstones and records after each task's checkpointed cut; a snapshot is taken between the phases.
-Spark runs in local mode: one session shared by the module, and each CLI once as a subprocess.
+Spark runs in local mode: one session shared by the module, and each CLI once as a subprocess (the
+two that run Spark jobs side by side, started once the changelog is written).
 """
 
 from __future__ import annotations
@@ -191,15 +192,65 @@ def _assert_restored_at_cuts(s: Setup, base: Path) -> None:
         assert (offset_file.changelog, offset_file.offset) == (f"kafka.{s.changelog}.{i}", CUTS[task])
 
 
+def _cli(module: str, *args: str) -> list[str]:
+    return [sys.executable, "-m", f"samzamp.cli.{module}", *args]
+
+
+def _cli_env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(ROOT)}
+
+
 def _run_cli(module: str, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", f"samzamp.cli.{module}", *args],
-        cwd=str(cwd),
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        _cli(module, *args), cwd=str(cwd), capture_output=True, text=True, timeout=300, env=_cli_env()
     )
+
+
+class Started:
+    """The module's two Spark commands, started side by side as soon as the data is in place (each
+    starts a JVM of its own; neither reads what the other writes), each awaited by its test."""
+
+    def __init__(self, s: Setup) -> None:
+        self._tmp = s.tmp
+        self._procs: dict[str, subprocess.Popen[str]] = {}
+        self.compacted, self.compacted_topic = s.tmp / "snapshot-b", f"{s.changelog}-compacted"
+        self.restored = s.tmp / "state-snapshot"
+        self._start(
+            "compact", "compact_changelog", str(s.config), "--store", STORE, "--output", str(self.compacted),
+            "--to-topic", self.compacted_topic, "--master", "local[2]",
+        )  # fmt: skip
+        self._start(
+            "restore", "restore_stores", str(s.config), "--store", STORE, "--snapshot", str(s.snapshot_a),
+            "--master", "local[2]", "--set", f"job.logged.store.base.dir={self.restored}",
+        )  # fmt: skip
+
+    def _start(self, name: str, module: str, *args: str) -> None:
+        # Output to files, not pipes: a command must never block on a full pipe nobody reads yet.
+        with open(self._tmp / f"{name}.out", "w") as out, open(self._tmp / f"{name}.err", "w") as err:
+            self._procs[name] = subprocess.Popen(
+                _cli(module, *args), cwd=str(self._tmp), stdout=out, stderr=err, text=True, env=_cli_env()
+            )
+
+    def result(self, name: str) -> subprocess.CompletedProcess[str]:
+        proc = self._procs[name]
+        code = proc.wait(timeout=300)
+        out, err = (self._tmp / f"{name}.out").read_text(), (self._tmp / f"{name}.err").read_text()
+        return subprocess.CompletedProcess(proc.args, code, out, err)
+
+    def stop(self) -> None:
+        for proc in self._procs.values():
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def started(setup: Setup) -> Iterator[Started]:
+    commands = Started(setup)
+    try:
+        yield commands
+    finally:
+        commands.stop()
 
 
 def test_cuts_come_from_each_tasks_newest_checkpoint(setup: Setup) -> None:
@@ -223,12 +274,9 @@ def test_snapshot_between_phases(setup: Setup, spark: Any) -> None:
     assert rows == [(0, b"a", b"2", 3), (0, b"c", b"1", 2), (1, b"h", b"1", 1)]
 
 
-def test_compaction_cli_counts_parquet_and_compacted_topic(setup: Setup, spark: Any) -> None:
-    out, to_topic = setup.tmp / "snapshot-b", f"{setup.changelog}-compacted"
-    r = _run_cli(
-        "compact_changelog", str(setup.config), "--store", STORE, "--output", str(out), "--to-topic", to_topic,
-        "--master", "local[2]", cwd=setup.tmp,
-    )  # fmt: skip
+def test_compaction_cli_counts_parquet_and_compacted_topic(setup: Setup, spark: Any, started: Started) -> None:
+    out, to_topic = started.compacted, started.compacted_topic
+    r = started.result("compact")
     assert r.returncode == 0, r.stderr[-3000:]
     lines = r.stdout.strip().splitlines()
     assert len(lines) == 1, r.stdout
@@ -298,12 +346,9 @@ def test_restore_builds_every_store_at_its_cut(setup: Setup, spark: Any) -> None
     ]
 
 
-def test_restore_cli_from_snapshot_taken_before_the_cuts(setup: Setup) -> None:
-    base = setup.tmp / "state-snapshot"
-    r = _run_cli(
-        "restore_stores", str(setup.config), "--store", STORE, "--snapshot", str(setup.snapshot_a),
-        "--master", "local[2]", "--set", f"job.logged.store.base.dir={base}", cwd=setup.tmp,
-    )  # fmt: skip
+def test_restore_cli_from_snapshot_taken_before_the_cuts(setup: Setup, started: Started) -> None:
+    base = started.restored
+    r = started.result("restore")
     assert r.returncode == 0, r.stderr[-3000:]
     _assert_restored_at_cuts(setup, base)  # the same stores as from the changelog alone
     lines = r.stdout.strip().splitlines()

@@ -60,10 +60,16 @@ class Job:
     def state(self, location: str) -> Path:
         return self.tmp / f"state-{location}"
 
-    def start(self, location: str, run: int, pid: str | None = None) -> Processor:
+    def start(self, location: str, run: int, pid: str | None = None, *overrides: str) -> Processor:
         """A processor at ``location`` with that location's store directory (``pid`` None: generated)."""
         return Processor(
-            self.cfg, self.bootstrap, pid, location, f"job.logged.store.base.dir={self.state(location)}", run=run
+            self.cfg,
+            self.bootstrap,
+            pid,
+            location,
+            f"job.logged.store.base.dir={self.state(location)}",
+            *overrides,
+            run=run,
         )
 
     def homes(self) -> dict[str, str]:
@@ -131,11 +137,18 @@ def test_rolling_restart_brings_every_task_back_to_its_location_with_nothing_to_
     of 20 s and checks that each restart made exactly one new job model version. Meanwhile the
     stopped processor's tasks run nowhere, so their changelogs do not grow: each local store is at
     its changelog's end and its task replays exactly 0 records, however much input arrived.
+
+    Only the first job model, before any restart, comes sooner: A starts first, leads, and forms the
+    job with a debounce of 3 s (time for B and C to register) instead of waiting 20 s more. A is
+    also the first to restart, and its restart comes back at the default: every restart is debounced
+    by a leader at 20 s (B for A's, C for B's, the restarted A for C's), as with no override at all.
     """
     job = Job(tmp_path, unique, broker.bootstrap_servers, zookeeper.connect_string, debounce_ms=20_000)
     flow = InputFlow(broker.bootstrap_servers, job.topic, PARTITIONS, batch=16, pause_s=0.1)
     try:
-        procs = {loc: job.start(loc, 0) for loc in LOCATIONS}
+        procs = {"A": job.start("A", 0, None, "job.debounce.time.ms=3000")}
+        wait_until(lambda: "leads the job now" in procs["A"].log_text(), 60, "A to lead", procs["A"])
+        procs.update({loc: job.start(loc, 0) for loc in LOCATIONS[1:]})
         version, _ = job.view.wait_stable(list(procs.values()), timeout=120)
         homes = job.homes()
         assert sorted(Counter(homes.values()).values()) == [2, 3, 3]

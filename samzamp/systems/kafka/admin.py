@@ -115,7 +115,8 @@ class KafkaSystemAdmin:
             while pending:
                 if time.monotonic() > deadline:
                     raise SystemFailureError(f"system {self._system!r}: no end-of-partition from {sorted(pending)}")
-                for m in consumer.consume(1000, 0.2):
+                # consume(n, t) waits for n messages or t: take what is there, and block only for one.
+                for m in consumer.consume(1000, 0) or consumer.consume(1, 0.2):
                     key = (m.topic() or "", m.partition() or 0)
                     offset = m.offset() or 0
                     err = m.error()
