@@ -7,11 +7,13 @@ so each one's delay was the bulk of its start-up.
 The evidence is the client's own: with librdkafka's ``topic`` debug context on, a consumer that
 assigns a partition whose leader it does not know yet logs "no current leader for partition:
 (re)starting offset query timer" and only then waits the timer's fixed 500 ms. Each case reads its
-first record and checks librdkafka's log (fd 2) for that line, and that the log was captured at all.
+first record and checks librdkafka's log (the Python logger ``librdkafka``, where every client samzamp
+makes sends its lines) for that line, and that the log was captured at all.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 
 import pytest
@@ -22,14 +24,21 @@ from samzamp.offline.changelog import ChangelogSource, PartitionReader
 from samzamp.systems.base import OLDEST
 from samzamp.systems.kafka import EmbeddedBroker, KafkaClientSettings, KafkaSystemAdmin, KafkaSystemConsumer
 from samzamp.systems.kafka.changelog import read_changelog
+from samzamp.systems.kafka.client_config import LIBRDKAFKA_LOG
 
 pytestmark = pytest.mark.integration
 
 TIMER_STARTED = "(re)starting offset query timer"
 
 
-def assert_no_offset_query_timer(capfd: pytest.CaptureFixture[str]) -> None:
-    err = capfd.readouterr().err
+@pytest.fixture
+def rdkafka_log(caplog: pytest.LogCaptureFixture) -> pytest.LogCaptureFixture:
+    caplog.set_level(logging.DEBUG, logger=LIBRDKAFKA_LOG.name)
+    return caplog
+
+
+def assert_no_offset_query_timer(caplog: pytest.LogCaptureFixture) -> None:
+    err = "\n".join(r.getMessage() for r in caplog.records if r.name == LIBRDKAFKA_LOG.name)
     assert "#consumer-" in err, "librdkafka's debug log was not captured: the check below would prove nothing"
     timer = [line for line in err.splitlines() if TIMER_STARTED in line]
     assert timer == [], "the consumer waited librdkafka's offset-query timer:\n" + "\n".join(timer)
@@ -49,7 +58,7 @@ def clients(broker: EmbeddedBroker) -> KafkaClientSettings:
     )
 
 
-def test_input_consumer_from_oldest(broker: EmbeddedBroker, topic: str, capfd: pytest.CaptureFixture[str]) -> None:
+def test_input_consumer_from_oldest(broker: EmbeddedBroker, topic: str, rdkafka_log: pytest.LogCaptureFixture) -> None:
     def first_record() -> object:
         consumer = KafkaSystemConsumer(clients(broker), "test-reader-start")
         consumer.register(SystemStreamPartition("kafka", topic, 0), OLDEST)
@@ -65,10 +74,10 @@ def test_input_consumer_from_oldest(broker: EmbeddedBroker, topic: str, capfd: p
             consumer.stop()
 
     first_record()
-    assert_no_offset_query_timer(capfd)
+    assert_no_offset_query_timer(rdkafka_log)
 
 
-def test_read_all(broker: EmbeddedBroker, topic: str, capfd: pytest.CaptureFixture[str]) -> None:
+def test_read_all(broker: EmbeddedBroker, topic: str, rdkafka_log: pytest.LogCaptureFixture) -> None:
     admin = KafkaSystemAdmin(clients(broker))
 
     def first_record() -> object:
@@ -77,25 +86,27 @@ def test_read_all(broker: EmbeddedBroker, topic: str, capfd: pytest.CaptureFixtu
         return records
 
     first_record()
-    assert_no_offset_query_timer(capfd)
+    assert_no_offset_query_timer(rdkafka_log)
 
 
-def test_changelog_restore_from_oldest(broker: EmbeddedBroker, topic: str, capfd: pytest.CaptureFixture[str]) -> None:
+def test_changelog_restore_from_oldest(
+    broker: EmbeddedBroker, topic: str, rdkafka_log: pytest.LogCaptureFixture
+) -> None:
     assert next(read_changelog(clients(broker), topic, 0, -2, None))[0] == 0
-    assert_no_offset_query_timer(capfd)
+    assert_no_offset_query_timer(rdkafka_log)
 
 
 def test_offline_changelog_reader_from_oldest(
-    broker: EmbeddedBroker, topic: str, capfd: pytest.CaptureFixture[str]
+    broker: EmbeddedBroker, topic: str, rdkafka_log: pytest.LogCaptureFixture
 ) -> None:
     # The reader each Spark task of compaction and bulk restore runs, called here in-process.
     reader = PartitionReader(ChangelogSource("kafka", topic, clients(broker)), 0)
     assert [offset for offset, _key, _value in reader] == [0, 1, 2]
-    assert_no_offset_query_timer(capfd)
+    assert_no_offset_query_timer(rdkafka_log)
 
 
 def test_input_partition_of_a_new_topic_added_after_start_from_oldest(
-    broker: EmbeddedBroker, topic: str, unique: str, capfd: pytest.CaptureFixture[str]
+    broker: EmbeddedBroker, topic: str, unique: str, rdkafka_log: pytest.LogCaptureFixture
 ) -> None:
     # A task arriving in a running container: its input topic is new to the consumer.
     first = f"reader-start-first-{unique}"
@@ -113,8 +124,7 @@ def test_input_partition_of_a_new_topic_added_after_start_from_oldest(
         consumer.register(added, OLDEST)
         while added not in consumer.poll(0.05):
             assert time.monotonic() < deadline, f"no record of {topic} within 10 s"
-        with capfd.disabled():
-            print(f"\nnew topic registered after start -> first record: {time.monotonic() - began:.3f} s")
+        print(f"\nnew topic registered after start -> first record: {time.monotonic() - began:.3f} s")
     finally:
         consumer.stop()
-    assert_no_offset_query_timer(capfd)
+    assert_no_offset_query_timer(rdkafka_log)

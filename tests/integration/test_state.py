@@ -210,14 +210,15 @@ def test_counts_continue_in_worker_processes(broker, unique, tmp_path: Path, poo
 
 
 def _restore_gauges(log: str) -> dict[str, tuple[int, int]]:
-    """Task -> (counts-restored-records, counts-reverted-records) from the last metrics line that has them."""
+    """Task -> (counts-restored-records, counts-reverted-records) from the last metrics line that has them
+    (the restored count is there while the restore runs, the reverted one once it ended)."""
     gauges: dict[str, tuple[int, int]] = {}
     for line in re.findall(r"metrics (\{.*\})$", log, re.MULTILINE):
         groups = json.loads(line)
         found = {
             g.removeprefix("TaskName-"): (m["counts-restored-records"], m["counts-reverted-records"])
             for g, m in groups.items()
-            if "counts-restored-records" in m
+            if "counts-reverted-records" in m
         }
         if found:
             gauges = found
