@@ -85,10 +85,10 @@ class RestoreProgress:
                     self._draw(now, finished)
             elif finished:
                 if now - self._started >= LOG_EVERY_S:  # a restore that was worth a line while it ran
-                    log.info("%s", self.summary(now))
+                    log.info("%s", self._summary(now))
             elif now >= self._next_log:
                 self._next_log = now + LOG_EVERY_S
-                log.info("%s", self.summary(now))
+                log.info("%s", self._summary(now))
 
     def forget(self, task: str) -> None:
         """``task``'s start failed or was given up: its restores ended, unfinished."""
@@ -105,9 +105,9 @@ class RestoreProgress:
     def _running(self) -> bool:
         return any(not r.done for r in self._restores.values())
 
-    def summary(self, now: float | None = None) -> str:
-        """One line: how many restores ran and run, the records read of those expected, the rate."""
-        now = time.monotonic() if now is None else now
+    def _summary(self, now: float) -> str:
+        """One line: how many restores ran and run, the records read of those expected, the rate.
+        Called with the lock held."""
         restores = list(self._restores.values())
         records = sum(r.records for r in restores)
         rate = records / max(now - self._started, 1e-9)
@@ -123,6 +123,6 @@ class RestoreProgress:
         return f"restoring stores: {ended} of {len(restores)} done, {read}, {rate:,.0f} records/s"
 
     def _draw(self, now: float, finished: bool) -> None:
-        line = self.summary(now)
+        line = self._summary(now)
         self._stream.write("\r\x1b[K" + line + ("\n" if finished else "\r"))
         self._stream.flush()
