@@ -310,6 +310,12 @@ def _record_file(path: Path) -> _RecordFile:
     return rf
 
 
+def whole_lines(path: Path) -> list[str]:
+    """The complete lines of the record file ``path`` so far: a line another process is still
+    writing is left out until it is whole (read incrementally, so a poll costs only what is new)."""
+    return _record_file(path).lines
+
+
 def parsed_lines(path: Path, name: str, parse: Callable[[str], Any]) -> list[Any]:
     """Every complete line of the record file ``path``, parsed by ``parse`` (each line once: the
     parsed lines are kept under ``name``, which stands for ``parse``)."""
@@ -397,7 +403,7 @@ def checkpointed_past(record_dir: Path, files_before: set[Path], starts: dict[tu
     position) is not."""
     for f in set(record_dir.glob("*.log")) - files_before:
         task = f.name.rsplit(".", 2)[0]
-        for line in f.read_text().splitlines():
+        for line in whole_lines(f):
             kind, *rest = line.split()
             if kind == "K" and int(rest[-1]) >= starts.get((task, int(rest[0])), 0):
                 return True

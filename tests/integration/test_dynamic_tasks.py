@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
-from kafka_util import counts_store, create_topic, job_toml, write_config
+from kafka_util import counts_store, create_topic, job_toml, whole_lines, write_config
 
 from samzamp.config import load_config, validate
 from samzamp.model.job_model import JobModel
@@ -33,7 +33,7 @@ class Records:
         self.dir = record_dir
 
     def lines(self) -> list[list[str]]:
-        return [line.split() for f in sorted(self.dir.glob("*.log")) for line in f.read_text().splitlines()]
+        return [line.split() for f in sorted(self.dir.glob("*.log")) for line in whole_lines(f)]
 
     def processed(self) -> dict[int, set[int]]:
         out: dict[int, set[int]] = defaultdict(set)

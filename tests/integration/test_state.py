@@ -30,6 +30,7 @@ from kafka_util import (
     seed_input,
     starting_offsets,
     wait_until,
+    whole_lines,
     write_config,
 )
 
@@ -373,7 +374,7 @@ def _run_through(cfg: Path, broker, rec: Path, n: int, log: Path, *overrides: st
     def done() -> bool:
         seen = set()
         for f in set(rec.glob("*.log")) - earlier:
-            seen.update((int(p), int(o)) for _, p, o in (line.split() for line in f.read_text().splitlines()))
+            seen.update((int(p), int(o)) for _, p, o in (line.split() for line in whole_lines(f)))
         return ends <= seen
 
     c = Container(cfg, broker.bootstrap_servers, *overrides, log=log)
