@@ -95,6 +95,7 @@ setup(
     extras_require=EXTRAS,
     entry_points={
         "console_scripts": [
+            "samzamp=samzamp.cli.main:main",
             "samzamp-container=samzamp.cli.container:main",
             "samzamp-broker=samzamp.cli.broker:main",
             "samzamp-zookeeper=samzamp.cli.zookeeper:main",

@@ -21,7 +21,7 @@ __all__ = ["main"]
 PROG = "samzamp-broker"
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, prog: str = PROG) -> int:
     new_parser(PROG, "Run the embedded, memory-only Kafka-compatible broker (Tansu) on 127.0.0.1.").parse_args(argv)
     return serve_until_signalled(
         PROG,

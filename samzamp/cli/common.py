@@ -15,7 +15,7 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import NoReturn, Protocol, TypeVar
 
 from samzamp import logs
@@ -27,6 +27,8 @@ __all__ = [
     "EXIT_CONFIG",
     "EXIT_FAILED",
     "EXIT_OK",
+    "EXIT_STATE",
+    "EXIT_TIMEOUT",
     "LOG_LEVELS",
     "add_job_config",
     "add_log_level",
@@ -40,6 +42,8 @@ __all__ = [
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_CONFIG = 2  # also: arguments argparse rejects, and a missing extra
+EXIT_STATE = 3  # the job's state forbids it: none runs (status, drain), or one runs (checkpoints set)
+EXIT_TIMEOUT = 4  # waited, and what was waited for did not happen in time
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 LOG_LEVEL_ENV = "SAMZAMP_LOG_LEVEL"
@@ -55,10 +59,35 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_CONFIG, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
-def new_parser(prog: str, description: str) -> argparse.ArgumentParser:
+class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """The description and epilog as written (examples, exit codes); an option's default is shown
+    unless its help already says it, or it has none (None, False, an empty list)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        default = action.default
+        if "default" in text or default in (None, False, [], argparse.SUPPRESS) or not action.option_strings:
+            return text
+        return f"{text} (default: {default})"
+
+
+def new_parser(
+    prog: str,
+    description: str,
+    *,
+    examples: Sequence[str] = (),
+    exit_codes: Mapping[int, str] | None = None,
+) -> argparse.ArgumentParser:
     """A parser for ``prog`` with ``--version`` (prints ``<prog> <version>`` and exits 0); an argument
-    error is one line on stderr and exit 2."""
-    p = _Parser(prog=prog, description=description)
+    error is one line on stderr and exit 2. ``--help`` ends with the ``examples`` (command lines) and
+    the ``exit_codes``, and shows each option's default."""
+    epilog = ""
+    if examples:
+        epilog += "examples:\n" + "".join(f"  {line}\n" for line in examples)
+    if exit_codes:
+        epilog += ("\n" if epilog else "") + "exit codes:\n"
+        epilog += "".join(f"  {code:<4} {what}\n" for code, what in sorted(exit_codes.items()))
+    p = _Parser(prog=prog, description=description, epilog=epilog or None, formatter_class=_HelpFormatter)
     p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     return p
 

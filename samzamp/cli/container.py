@@ -43,7 +43,7 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, prog: str = PROG) -> int:
     # A crash in native code (LMDB, librdkafka, the rings) prints every thread's Python stack on
     # stderr before the process dies, instead of dying without a word.
     faulthandler.enable()

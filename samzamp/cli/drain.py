@@ -193,7 +193,7 @@ def _wait(job: str, store: RunView, run_id: str, uuid: str, seen: bool, timeout:
         time.sleep(WAIT_POLL_S)
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, prog: str = PROG) -> int:
     args = setup(_parser(), argv)
     if args.timeout <= 0:
         print(f"{PROG}: --timeout must be > 0, got {args.timeout:g}", file=sys.stderr)

@@ -67,7 +67,7 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, prog: str = PROG) -> int:
     args = setup(_parser(), argv)
     from samzamp.offline.rebucket import rebucket_stores
     from samzamp.offline.rebucket_job import JobRunningError, plan_rebucket, prepare

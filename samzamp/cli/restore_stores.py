@@ -55,7 +55,7 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, prog: str = PROG) -> int:
     args = setup(_parser(), argv)
     from samzamp.offline.compaction import read_snapshot_meta
     from samzamp.offline.job import read_cuts, resolve_store

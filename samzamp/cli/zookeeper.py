@@ -23,7 +23,7 @@ __all__ = ["main"]
 PROG = "samzamp-zookeeper"
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, prog: str = PROG) -> int:
     new_parser(PROG, "Run the embedded ZooKeeper (from pyspark's jars, on Java 17) on 127.0.0.1.").parse_args(argv)
     return serve_until_signalled(
         PROG,

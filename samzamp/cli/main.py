@@ -1,0 +1,96 @@
+"""``samzamp COMMAND ...``: one command for running and operating samzamp jobs (``python -m samzamp`` too).
+
+Each subcommand lives in its own module of ``samzamp.cli``, imported only when it runs (``samzamp
+--help`` starts no Spark and no Kafka client). The module's ``main(argv, prog)`` parses the rest of
+the command line; the scripts ``samzamp-container``, ``samzamp-drain`` and the others are aliases
+that call the same ``main``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from dataclasses import dataclass
+from typing import Protocol, cast
+
+from samzamp._version import __version__
+from samzamp.cli.common import EXIT_CONFIG, EXIT_OK
+
+__all__ = ["COMMANDS", "Command", "main"]
+
+PROG = "samzamp"
+
+
+class _CommandModule(Protocol):
+    def main(self, argv: list[str] | None = None, prog: str = ...) -> int: ...
+
+
+@dataclass(frozen=True)
+class Command:
+    """A subcommand: the module whose ``main(argv, prog)`` runs it, and one line for ``samzamp --help``."""
+
+    module: str
+    summary: str
+
+    def run(self, name: str, argv: list[str]) -> int:
+        module = cast(_CommandModule, importlib.import_module(self.module))
+        return module.main(argv, prog=f"{PROG} {name}")
+
+
+# In the order an operator meets them: run a job, look at it, change where it reads, stop it, the
+# local services, then the offline (Spark) tools.
+COMMANDS: dict[str, Command] = {
+    "run": Command("samzamp.cli.container", "run one container (processor) of a job"),
+    "drain": Command("samzamp.cli.drain", "drain a running job: stop it with nothing buffered lost"),
+    "broker": Command("samzamp.cli.broker", "run the embedded, memory-only Kafka broker on 127.0.0.1"),
+    "zookeeper": Command("samzamp.cli.zookeeper", "run the embedded ZooKeeper server on 127.0.0.1"),
+    "compact-changelog": Command("samzamp.cli.compact_changelog", "compact a store's changelog to Parquet (Spark)"),
+    "restore-stores": Command("samzamp.cli.restore_stores", "restore every task's store in bulk (Spark)"),
+    "rebucket-stores": Command("samzamp.cli.rebucket_stores", "re-bucket stores to job.elasticity.factor (Spark)"),
+}
+
+
+def _usage() -> str:
+    width = max(len(name) for name in COMMANDS)
+    lines = [
+        f"usage: {PROG} [--version] [-h] COMMAND [ARGS ...]",
+        "",
+        "Run and operate samzamp jobs. `samzamp COMMAND --help` shows a command's arguments, an",
+        "example and its exit codes.",
+        "",
+        "commands:",
+        *(f"  {name:<{width}}  {c.summary}" for name, c in COMMANDS.items()),
+        "",
+        "exit codes (every command):",
+        "  0    done",
+        "  1    failed (the line says what)",
+        "  2    bad config or arguments (the line names the key or argument)",
+        "  3    the job's state forbids it (no deployment runs, or one runs)",
+        "  4    timed out waiting",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if not args:
+        sys.stderr.write(_usage())
+        return EXIT_CONFIG
+    if args[0] in ("-h", "--help"):
+        sys.stdout.write(_usage())
+        return EXIT_OK
+    if args[0] == "--version":
+        print(f"{PROG} {__version__}")
+        return EXIT_OK
+    command = COMMANDS.get(args[0])
+    if command is None:
+        print(
+            f"{PROG}: error: unknown command {args[0]!r}: choose one of {', '.join(COMMANDS)} (see {PROG} --help)",
+            file=sys.stderr,
+        )
+        return EXIT_CONFIG
+    return command.run(args[0], args[1:])
+
+
+if __name__ == "__main__":
+    sys.exit(main())
