@@ -350,7 +350,7 @@ KEYS: tuple[KeySpec, ...] = (
         "metrics.reporters",
         "list",
         None,
-        "Reporters to start, by name (Samza's key); each must be Samza's snapshot reporter (see metrics.reporter.<name>.class)."
+        "Reporters to start, by name (Samza's key); each must be Samza's snapshot reporter (see `metrics.reporter.<name>.class`)."
         " A TOML array or a comma-separated string. None by default.",
     ),
     KeySpec(

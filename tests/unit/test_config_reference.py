@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -62,3 +63,10 @@ def test_splice_replaces_only_what_lies_between_the_markers(tmp_path: Path) -> N
     assert "more prose" in path.read_text(encoding="utf-8")
     (tmp_path / "bare.md").write_text("# no markers\n", encoding="utf-8")
     assert main([str(tmp_path / "bare.md")]) == 2
+
+
+def test_no_doc_writes_a_placeholder_outside_code() -> None:
+    # Markdown passes `<name>` through as an HTML tag, which a browser hides: in code it shows.
+    for spec in KEYS:
+        bare = re.sub(r"`[^`]*`", "", spec.doc)
+        assert not re.search(r"<[a-z]+>", bare), f"{spec.pattern}: put the placeholders of its doc in `code`"
