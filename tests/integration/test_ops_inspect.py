@@ -104,7 +104,8 @@ def test_inspect_reads_the_counts_the_job_wrote_and_job_model_shows_its_tasks(br
     refused = _inspect(bootstrap, cfg, "Partition 0")
     assert refused.returncode == 3, refused.stderr
     assert "store 'counts' of task 'Partition 0'" in refused.stderr
-    assert f"pid {c.proc.pid}" in refused.stderr and "--snapshot" in refused.stderr
+    assert f"pid {c.proc.pid}" in refused.stderr
+    assert "--snapshot" in refused.stderr
     assert refused.stdout == ""
     snap = _inspect(bootstrap, cfg, "Partition 2", "--snapshot")
     assert snap.returncode == 0, snap.stderr
@@ -136,11 +137,10 @@ def test_inspect_reads_the_counts_the_job_wrote_and_job_model_shows_its_tasks(br
     assert one.returncode == 0, one.stderr
     assert json.loads(one.stdout)["entries"] == [{"key": "w5", "value": expected["Partition_3"]["w5"]}]
     absent = _inspect(bootstrap, cfg, "Partition 3", "--key", "nope")
-    assert absent.returncode == 1 and "key 'nope' not found" in absent.stderr
+    assert absent.returncode == 1
+    assert "key 'nope' not found" in absent.stderr
     unknown = _inspect(bootstrap, cfg, "Partition 4")
     assert unknown.returncode == 2
-    assert (
-        "the tasks with one in" in unknown.stderr
-        and "Partition_0, Partition_1, Partition_2, Partition_3" in unknown.stderr
-    )
+    assert "the tasks with one in" in unknown.stderr
+    assert "Partition_0, Partition_1, Partition_2, Partition_3" in unknown.stderr
     assert _fingerprint(state) == before

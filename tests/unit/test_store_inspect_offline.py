@@ -74,7 +74,8 @@ def test_it_reads_keys_and_values_with_the_store_serdes_and_changes_no_file(tmp_
     assert inspect_store(_settings(tmp_path), "counts", "Partition_1", limit=2).truncated
     assert [e.value for e in inspect_store(_settings(tmp_path), "counts", "Partition 1", key="w3").entries] == [30]
     missing = inspect_store(_settings(tmp_path), "counts", "Partition 1", key="w9")
-    assert missing.missing_key and missing.entries == []
+    assert missing.missing_key
+    assert missing.entries == []
     assert _fingerprint(path) == before
 
 
@@ -99,7 +100,8 @@ def test_a_damaged_value_is_reported_never_shown_and_the_store_is_not_marked(tmp
 
     r = _cli(tmp_path, "--store", "counts", "--task", "Partition 1")
     assert r.returncode == 1
-    assert "w3" not in r.stdout and r.stdout.count("\n") == 4
+    assert "w3" not in r.stdout
+    assert r.stdout.count("\n") == 4
     assert "damaged: the value of key w3 in store 'counts' of task 'Partition 1' fails its checksum" in r.stderr
 
 
@@ -119,7 +121,8 @@ def test_a_store_a_live_process_holds_is_refused_unless_a_snapshot_is_asked_for(
         with pytest.raises(StoreLockedError, match=r"store .counts. of task .Partition 1. .* \(pid \d+ .*--snapshot"):
             inspect_store(_settings(tmp_path), "counts", "Partition 1")
         snap = inspect_store(_settings(tmp_path), "counts", "Partition 1", snapshot=True)
-        assert snap.snapshot and len(snap.entries) == 5
+        assert snap.snapshot
+        assert len(snap.entries) == 5
         r = _cli(tmp_path, "--store", "counts", "--task", "Partition 1")
         assert r.returncode == 3, r.stderr
         assert "--snapshot" in r.stderr
@@ -139,7 +142,8 @@ def test_a_missing_store_or_task_names_what_exists(tmp_path: Path) -> None:
     with pytest.raises(StoreNotFoundError, match="are Partition_1, Partition_2, Partition_10$"):
         inspect_store(settings, "counts", "Partition 3")
     r = _cli(tmp_path, "--store", "counts", "--task", "Partition 3")
-    assert r.returncode == 2 and "Partition_10" in r.stderr
+    assert r.returncode == 2
+    assert "Partition_10" in r.stderr
 
 
 def test_json_output_is_one_document(tmp_path: Path) -> None:
