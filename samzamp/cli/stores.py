@@ -116,8 +116,8 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
         action="store_true",
         help="read the store even while its task runs: one consistent LMDB read transaction, as of the "
         "task's last commit (its writes since are not in the files yet, and it goes on writing). LMDB "
-        "registers the reader in the task's lock.mdb and keeps the snapshot's pages while it reads, so "
-        "the store's data.mdb may grow meanwhile; no store file is written by this command",
+        "registers the reader in the task's lock.mdb (its reader table) and keeps the snapshot's pages "
+        "while it reads, so the store's data.mdb may grow meanwhile; data.mdb is never written",
     )
     add_log_level(inspect, "WARNING")
     return p

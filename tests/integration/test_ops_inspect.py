@@ -16,6 +16,7 @@ from kafka_util import (
     Container,
     child_env,
     counts_store,
+    create_topic,
     job_toml,
     records,
     seed_input,
@@ -23,6 +24,7 @@ from kafka_util import (
     whole_lines,
     write_config,
 )
+from standalone_util import Processor, ZkView, standalone_config
 
 pytestmark = pytest.mark.integration
 
@@ -144,3 +146,45 @@ def test_inspect_reads_the_counts_the_job_wrote_and_job_model_shows_its_tasks(br
     assert "the tasks with one in" in unknown.stderr
     assert "Partition_0, Partition_1, Partition_2, Partition_3" in unknown.stderr
     assert _fingerprint(state) == before
+
+
+def test_job_model_show_reads_a_standalone_jobs_processors_and_locations_from_zookeeper(
+    broker, zookeeper, unique, tmp_path: Path
+) -> None:
+    bootstrap = broker.bootstrap_servers
+    topic = f"in-{unique}"
+    create_topic(bootstrap, topic, PARTITIONS)
+    job = f"jm-{unique}"
+    cfg, _ = standalone_config(tmp_path, job, topic, zookeeper.connect_string)
+    view = ZkView(zookeeper.connect_string, job)
+    try:
+        processors = [Processor(cfg, bootstrap, "p1", "A"), Processor(cfg, bootstrap, "p2", "B")]
+        version, owners = view.wait_stable(processors)
+        shown = _samzamp(bootstrap, "job-model", "show", str(cfg), "--json")
+        assert shown.returncode == 0, shown.stderr
+        model = json.loads(shown.stdout)
+        assert (model["coordinator"], model["source"], model["version"]) == ("zk", "zookeeper", version)
+        found = {p["processor_id"]: (p["location_id"], set(p["tasks"]), p["live"]) for p in model["processors"]}
+        assert found == {"p1": ("A", owners["p1"], True), "p2": ("B", owners["p2"], True)}
+        assert {p["pid"] for p in model["processors"]} == {p.proc.pid for p in processors}
+        assert {t["name"]: t["processor"] for t in model["tasks"]} == {
+            task: pid for pid, tasks in owners.items() for task in tasks
+        }
+        assert [t["ssps"][0]["partition"] for t in model["tasks"]] == list(range(PARTITIONS))
+        for p in processors:
+            assert p.stop() == 0, p.log_text()[-3000:]
+    finally:
+        view.close()
+    # ZooKeeper unreachable: exit 1, one line naming the key.
+    gone = _samzamp(
+        bootstrap,
+        "job-model",
+        "show",
+        str(cfg),
+        "--set",
+        "job.coordinator.zk.connect=127.0.0.1:1",
+        "--set",
+        "job.coordinator.zk.connection.timeout.ms=500",
+    )
+    assert gone.returncode == 1, gone.stderr
+    assert "job.coordinator.zk.connect: no ZooKeeper answered at 127.0.0.1:1" in gone.stderr
