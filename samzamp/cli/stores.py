@@ -147,7 +147,7 @@ def _summary(listing: StoreListing) -> str:
     offset = "dirty (writes no commit covers)" if listing.dirty else f"changelog offset {listing.changelog_offset}"
     running = ""
     if listing.snapshot:
-        pid = f"pid {listing.running_pid}" if listing.running_pid and listing.running_pid > 0 else "a live process"
+        pid = f"pid {listing.running_pid}" if listing.running_pid is not None else "a live process"
         running = f"; a snapshot: the task runs ({pid})"
     return (
         f"store {listing.store!r} of task {listing.task!r} in {listing.path}: {listing.count} entries, {shown}; "

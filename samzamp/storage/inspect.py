@@ -55,7 +55,8 @@ class StoreListing:
 
     ``entries``: in key-byte order, at most the limit (``truncated`` when there were more), or the
     one entry asked for (none: ``missing_key``). ``count``: the entries the store holds.
-    ``running_pid``: the pid holding the store when it was read as a snapshot of a running task.
+    ``snapshot``: it was read as a snapshot while a live process held it (``running_pid``, where
+    its LOCK file records one).
     ``format``: the store format (2: checksummed values, 1: plain, 0: empty and never written).
     """
 
@@ -164,11 +165,10 @@ def _key_bytes(serde: Serde, text: str) -> list[bytes]:
 
 
 @contextlib.contextmanager
-def _open(path: Path, store: str, task: str, snapshot: bool) -> Iterator[tuple[LmdbSnapshot, int | None]]:
-    """The store's snapshot, and the pid of the live process holding it (read with ``snapshot``)."""
+def _open(path: Path, store: str, task: str, snapshot: bool) -> Iterator[tuple[LmdbSnapshot, bool, int | None]]:
+    """The store's snapshot, whether a live process holds it (read with ``snapshot``), and its pid."""
     try:
         held = hold_store_dir_shared(path)
-        running: int | None = None
     except StoreLockedError as e:
         if not snapshot:
             who = f"pid {e.pid}" if e.pid is not None else "a live process"
@@ -177,10 +177,12 @@ def _open(path: Path, store: str, task: str, snapshot: bool) -> Iterator[tuple[L
                 "file): stop the job first, or pass --snapshot to read a consistent snapshot of its last commit",
                 e.pid,
             ) from None
-        held, running = None, e.pid if e.pid is not None else -1
+        with LmdbSnapshot(path, shared=True) as snap:
+            yield snap, True, e.pid
+        return
     try:
-        with LmdbSnapshot(path, shared=running is not None) as snap:
-            yield snap, running
+        with LmdbSnapshot(path, shared=False) as snap:
+            yield snap, False, None
     finally:
         if held is not None:
             unlock_store_dir(held)
@@ -213,7 +215,7 @@ def inspect_store(
         shown = _decode(key_serde, stored.key, key_setting, f"the key {stored.key!r}")
         return Entry(shown, _decode(msg_serde, stored.value, msg_setting, f"the value of key {stored.key!r}"))
 
-    with _open(path, store, task, snapshot) as (snap, running):
+    with _open(path, store, task, snapshot) as (snap, running, pid):
         listing = StoreListing(
             store,
             task,
@@ -222,8 +224,8 @@ def inspect_store(
             snap.count(),
             snap.changelog_offset,
             snap.dirty,
-            running_pid=running,
-            snapshot=running is not None,
+            running_pid=pid,
+            snapshot=running,
         )
         if key is not None:
             found = next((e for raw in _key_bytes(key_serde, key) if (e := snap.get(raw)) is not None), None)
