@@ -41,6 +41,8 @@ class Command:
 # local services, then the offline (Spark) tools.
 COMMANDS: dict[str, Command] = {
     "run": Command("samzamp.cli.container", "run one container (processor) of a job"),
+    "job-model": Command("samzamp.cli.job_model", "show the job's tasks, their inputs and changelog partitions"),
+    "stores": Command("samzamp.cli.stores", "inspect a task's local store without changing it"),
     "drain": Command("samzamp.cli.drain", "drain a running job: stop it with nothing buffered lost"),
     "broker": Command("samzamp.cli.broker", "run the embedded, memory-only Kafka broker on 127.0.0.1"),
     "zookeeper": Command("samzamp.cli.zookeeper", "run the embedded ZooKeeper server on 127.0.0.1"),
