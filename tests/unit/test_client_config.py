@@ -17,7 +17,13 @@ from samzamp.api.errors import ConfigError
 from samzamp.config import Config, validate
 from samzamp.config.schema import check_keys
 from samzamp.systems.kafka.changelog import CHANGELOG_PRODUCER_DEFAULTS
-from samzamp.systems.kafka.client_config import LIBRDKAFKA_LOG, ClientKind, KafkaClientSettings, client_config
+from samzamp.systems.kafka.client_config import (
+    LIBRDKAFKA_LOG,
+    REPEATS_HELD_S,
+    ClientKind,
+    KafkaClientSettings,
+    client_config,
+)
 from samzamp.systems.kafka.producer import OUTPUT_PRODUCER_DEFAULTS
 
 BASE: dict[str, Any] = {
@@ -190,3 +196,23 @@ def test_every_client_logs_through_python_logging(kind: ClientKind) -> None:
     conf = client_config(_clients(**{"systems.kafka.kafka.logger": "stderr"}), kind)
     assert conf["logger"] is LIBRDKAFKA_LOG
     assert LIBRDKAFKA_LOG.name == "librdkafka"
+
+
+def _librdkafka_line(created: float, text: str) -> logging.LogRecord:
+    record = logging.LogRecord("librdkafka", logging.ERROR, __file__, 0, "%s", (text,), None)
+    record.created = created
+    return record
+
+
+def test_a_failing_connection_s_tries_are_logged_once_per_interval_with_how_many_were_held_back() -> None:
+    # librdkafka logs each try of a refused connection, a few a second: an operator tool against a
+    # broker that is down printed hundreds of identical lines before its one-line error.
+    fail = "FAIL [c#producer-1] [thrd:b]: b: Connect to ipv4#127.0.0.1:1 failed: Connection refused (after {}ms in state CONNECT)"
+    t0 = 1_000_000.0
+    passed = [r for i in range(300) if LIBRDKAFKA_LOG.filter(r := _librdkafka_line(t0 + i * 0.1, fail.format(i % 3)))]
+    assert [r.getMessage() for r in passed] == [fail.format(0)]
+    other = _librdkafka_line(t0 + 1, "REQTMOUT [c#producer-1] [thrd:b]: b: Timed out 1 in-flight request")
+    assert LIBRDKAFKA_LOG.filter(other), "a different line is not held back"
+    later = _librdkafka_line(t0 + REPEATS_HELD_S + 0.5, fail.format(5))
+    assert LIBRDKAFKA_LOG.filter(later)
+    assert later.getMessage() == f"{fail.format(5)} (and 299 more like it in the last {REPEATS_HELD_S:g} s)"

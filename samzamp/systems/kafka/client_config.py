@@ -18,7 +18,9 @@ librdkafka's own log lines go to the Python logger ``librdkafka`` (confluent-kaf
 setting, on every client), so they take the process's log level and format (``--log-format json``)
 instead of going raw to stderr. Its levels map as confluent-kafka maps them: syslog 0-2 CRITICAL,
 3 ERROR, 4 WARNING, 5-6 INFO, 7 DEBUG. A client hands its lines over when it is polled (consume,
-poll, flush), so every client samzamp keeps is polled or served on use.
+poll, flush), so every client samzamp keeps is polled or served on use. librdkafka logs each try of a
+connection that keeps failing (a few a second): a line that repeats one already logged within
+``REPEATS_HELD_S`` is held back, and the next one after that says how many were.
 
 Each client kind gets a descriptive default ``client.id``, ``samzamp-<job.name>-<job.id>[-<process>]-<kind>``
 (process: ``worker-<n>``, ``drain``, ``offline``), which a ``client.id`` in the blocks above replaces.
@@ -27,6 +29,8 @@ Each client kind gets a descriptive default ``client.id``, ``samzamp-<job.name>-
 from __future__ import annotations
 
 import logging
+import re
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
@@ -36,12 +40,49 @@ from samzamp.config.config import redacted
 if TYPE_CHECKING:
     from samzamp.config.settings import SystemSettings
 
-__all__ = ["EOF_READER", "LIBRDKAFKA_LOG", "ClientKind", "KafkaClientSettings", "client_config"]
+__all__ = ["EOF_READER", "LIBRDKAFKA_LOG", "REPEATS_HELD_S", "ClientKind", "KafkaClientSettings", "client_config"]
 
 log = logging.getLogger(__name__)
 
 # Where every client's librdkafka log lines go (the ``logger`` setting each client is given).
 LIBRDKAFKA_LOG = logging.getLogger("librdkafka")
+
+REPEATS_HELD_S = 30.0
+
+# What differs between two tries of one failing connection: "(after 3ms in state CONNECT)".
+_TIMING = re.compile(r"\(after \d+ms in state \w+\)")
+
+
+class _HoldRepeats(logging.Filter):
+    """Passes a librdkafka line, then holds back the lines that repeat it (timings aside) for
+    ``interval_s``; the first repeat after that passes, saying how many were held back."""
+
+    MAX_KEPT = 1000  # distinct lines remembered; more (a storm of distinct errors) starts over
+
+    def __init__(self, interval_s: float) -> None:
+        super().__init__()
+        self._interval_s = interval_s
+        self._lock = threading.Lock()  # clients hand lines over from any thread that polls them
+        self._seen: dict[str, tuple[float, int]] = {}  # line -> (when it last passed, repeats held since)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        text = record.getMessage()
+        key = _TIMING.sub("", text)
+        with self._lock:
+            last = self._seen.get(key)
+            if last is not None and record.created - last[0] < self._interval_s:
+                self._seen[key] = (last[0], last[1] + 1)
+                return False
+            if len(self._seen) >= self.MAX_KEPT:
+                self._seen.clear()
+            self._seen[key] = (record.created, 0)
+        held = last[1] if last is not None else 0
+        if held:
+            record.msg, record.args = f"{text} (and {held} more like it in the last {self._interval_s:g} s)", None
+        return True
+
+
+LIBRDKAFKA_LOG.addFilter(_HoldRepeats(REPEATS_HELD_S))
 
 # Owned by every reader that finds a partition's end by its EOF event; none commits an offset
 # (the only record of progress is samzamp's checkpoint).
