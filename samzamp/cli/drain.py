@@ -58,7 +58,7 @@ from samzamp.drain.notification import DRAIN_NAMESPACE, read_drain_notifications
 from samzamp.systems.factory import Place
 from samzamp.systems.registry import open_system
 
-__all__ = ["main"]
+__all__ = ["main", "open_run_view"]
 
 PROG = "samzamp-drain"
 EXIT_NO_RUN = 3
@@ -76,7 +76,7 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _open_store(settings: JobSettings) -> RunView:
+def open_run_view(settings: JobSettings) -> RunView:
     """Where the job keeps its run record and drain notifications: its coordinator factory says (a
     standalone job's are on ZooKeeper, samzamp.coordinator.zk.runs)."""
     return job_coordinator_factory(settings).run_view(lambda: _coordinator_stream(settings))
@@ -200,7 +200,7 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
         return EXIT_CONFIG
     try:
         settings = validate(load_config(args.config, parse_overrides(args.overrides)))
-        store = _open_store(settings)
+        store = open_run_view(settings)
         try:
             return drain(settings, store, args.run_id, args.wait, args.timeout)
         finally:

@@ -41,6 +41,11 @@ class Command:
 # local services, then the offline (Spark) tools.
 COMMANDS: dict[str, Command] = {
     "run": Command("samzamp.cli.container", "run one container (processor) of a job"),
+    "status": Command("samzamp.cli.status", "whether a job runs, and each task's checkpoint, end offset and lag"),
+    "checkpoints": Command(
+        "samzamp.cli.checkpoints", "show or set a job's checkpoints (Samza's checkpoint-tool format)"
+    ),
+    "reset-offsets": Command("samzamp.cli.reset_offsets", "set where a stopped job starts reading its inputs"),
     "drain": Command("samzamp.cli.drain", "drain a running job: stop it with nothing buffered lost"),
     "broker": Command("samzamp.cli.broker", "run the embedded, memory-only Kafka broker on 127.0.0.1"),
     "zookeeper": Command("samzamp.cli.zookeeper", "run the embedded ZooKeeper server on 127.0.0.1"),
