@@ -73,6 +73,7 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
         help="print each task's last checkpoint",
         description="Print the last checkpoint of each task of the job model (lines, or --json).\n\n" + _OFFSETS,
         formatter_class=p.formatter_class,
+        epilog=p.epilog,
     )
     add_job_config(show)
     show.add_argument("--task", action="append", default=[], metavar="T", help="only task T (repeatable)")
@@ -87,6 +88,7 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
             "kept). Refused (exit 3) while a processor of the job runs.\n\n" + _OFFSETS
         ),
         formatter_class=p.formatter_class,
+        epilog=p.epilog,
     )
     add_job_config(put)
     put.add_argument("--from", dest="source", required=True, metavar="FILE", help="the new offsets; - reads stdin")
@@ -153,7 +155,7 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
     args = setup(build_parser(prog), argv)
     try:
         new = _read(args.source) if args.action == "set" else {}
-        access = JobAccess.from_args(args)
+        access = JobAccess.from_args(args, prog)
         try:
             if args.action == "show":
                 return _show(access, args.task, args.json)

@@ -30,24 +30,26 @@ __all__ = ["JobAccess", "refuse_while_running"]
 class JobAccess:
     """One job, reached from a tool; ``close`` releases every client it opened."""
 
-    def __init__(self, settings: JobSettings) -> None:
+    def __init__(self, settings: JobSettings, prog: str) -> None:
+        """``prog``: the command, as config errors name it."""
         self.settings = settings
+        self._prog = prog
         self.job = f"{settings.name}-{settings.id}"
         self._view: RunView | None = None
         self._admins: dict[str, KafkaSystemAdmin] = {}
         self._producer: KafkaSystemProducer | None = None
 
     @classmethod
-    def from_args(cls, args: argparse.Namespace) -> JobAccess:
+    def from_args(cls, args: argparse.Namespace, prog: str) -> JobAccess:
         """The job of ``args.config`` and ``args.overrides`` (``add_job_config``), validated."""
-        return cls(validate(load_config(args.config, parse_overrides(args.overrides))))
+        return cls(validate(load_config(args.config, parse_overrides(args.overrides))), prog)
 
     def deployment(self) -> Deployment:
         """The job's run now (read again at each call)."""
         if self._view is None:
             from samzamp.cli.drain import open_run_view
 
-            self._view = open_run_view(self.settings)
+            self._view = open_run_view(self.settings, self._prog)
         return read_deployment(self._view)
 
     @cached_property

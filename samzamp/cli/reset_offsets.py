@@ -146,7 +146,7 @@ def _describe(before: Mapping[SystemStreamPartition, int], ssp: SystemStreamPart
 def main(argv: list[str] | None = None, prog: str = PROG) -> int:
     args = setup(build_parser(prog), argv)
     try:
-        access = JobAccess.from_args(args)
+        access = JobAccess.from_args(args, prog)
         try:
             return _reset(prog, access, args)
         finally:
@@ -179,7 +179,7 @@ def _reset(prog: str, access: JobAccess, args: argparse.Namespace) -> int:
     else:
         written = write_new_offsets(access.checkpoint_writer(), last, edits)
         print(f"{prog}: {access.job}: wrote {len(written)} checkpoint(s); the job starts from them at its next start")
-    print(f"{prog}: {STORES}")
+    print(f"{prog}: {STORES}" if access.settings.stores else f"{prog}: stores are NOT reset (this job has none)")
     return EXIT_OK
 
 

@@ -189,7 +189,7 @@ def _ssp(row: dict[str, Any]) -> str:
 def main(argv: list[str] | None = None, prog: str = PROG) -> int:
     args = setup(build_parser(prog), argv)
     try:
-        access = JobAccess.from_args(args)
+        access = JobAccess.from_args(args, prog)
         try:
             deployment = access.deployment()
             doc = status_document(access, deployment)
