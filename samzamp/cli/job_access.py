@@ -14,6 +14,7 @@ import sys
 from functools import cached_property
 
 from samzamp.api.envelope import SystemStreamPartition
+from samzamp.cli.drain import open_run_view
 from samzamp.commit.checkpoint import Checkpoint
 from samzamp.commit.topic_checkpoint import TopicCheckpointManager
 from samzamp.config import load_config, parse_overrides, validate
@@ -47,8 +48,6 @@ class JobAccess:
     def deployment(self) -> Deployment:
         """The job's run now (read again at each call)."""
         if self._view is None:
-            from samzamp.cli.drain import open_run_view
-
             self._view = open_run_view(self.settings, self._prog)
         return read_deployment(self._view)
 

@@ -52,6 +52,7 @@ __all__ = [
 # task -> partition (key_bucket -1) -> the last processed offset
 NewOffsets = dict[str, dict[SystemStreamPartition, int]]
 
+_FORMAT = "tasknames.<task>.systems.<system>.streams.<stream>.partitions.<p>=<offset>"
 _LINE = re.compile(r"tasknames\.(.+)\.systems\.(.+)\.streams\.(.+)\.partitions\.([0-9]+)")
 _ESCAPED = {" ": "\\ ", "=": "\\=", ":": "\\:", "#": "\\#", "!": "\\!", "\\": "\\\\", "\t": "\\t", "\n": "\\n"}
 _UNESCAPED = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
@@ -131,9 +132,6 @@ def parse_lines(text: str, source: str) -> NewOffsets:
             raise CheckpointFileError(f"{where}: task {task!r}, {ssp} is named on line {first} already")
         out.setdefault(task, {})[ssp] = offset
     return out
-
-
-_FORMAT = "tasknames.<task>.systems.<system>.streams.<stream>.partitions.<p>=<offset>"
 
 
 class _Offset(msgspec.Struct):
