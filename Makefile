@@ -2,6 +2,8 @@
 #   make demo   run the word-count example on the embedded broker and print its output
 #   make test   install everything into .venv, then lint, type-check, check the import contracts and run every test
 #   make bench  the benchmarks (ratios measured side by side in one run)
+#   make docs   the documentation site (docs/ -> build/site), failing on a broken link or anchor
+#   make docs-config  write docs/configuration.md's key reference again from samzamp/config/keys.py
 #   make native-test       the C ring's own tests, under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make native-test-tsan  the same under ThreadSanitizer
 PYTHON ?= python3
@@ -22,7 +24,7 @@ NATIVE_CFLAGS := -std=c11 -O1 -g -Wall -Wextra -Werror -pthread -fno-omit-frame-
 # older setuptools, someone deleted a .so, or a .venv made before an extension was added).
 BUILD_RING := $(PY) -c 'import samzamp._ring, samzamp._keyhash, samzamp._checksum' 2>/dev/null || $(PY) setup.py --quiet build_ext --inplace
 
-.PHONY: demo test lint check bench bench-ipc ring native-test native-test-tsan clean
+.PHONY: demo test lint check bench bench-ipc ring native-test native-test-tsan docs docs-config clean
 
 $(STAMP): setup.py pyproject.toml constraints-dev.txt $(NATIVE_SRC)
 	$(PYTHON) -m venv $(VENV)
@@ -65,6 +67,16 @@ bench: ring
 
 bench-ipc: ring
 	$(PY) bench/ipc.py
+
+# mkdocs (see mkdocs.yml for why): the pages are Markdown already, and --strict with mkdocs.yml's
+# validation turns a link to a missing page or anchor into an error. `make test` runs the same build
+# (tests/unit/test_docs_site.py). The reference section is regenerated first, so the site never shows a
+# stale key table.
+docs: docs-config
+	$(VENV)/bin/mkdocs build --strict
+
+docs-config: ring
+	$(PY) -m samzamp.config.reference docs/configuration.md
 
 clean:
 	rm -rf $(VENV) build *.egg-info samzamp/_ring*.so samzamp/_keyhash*.so samzamp/_checksum*.so

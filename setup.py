@@ -53,9 +53,10 @@ EXTRAS = {
     # The Prometheus endpoint (metrics.prometheus.port): /metrics and /healthz; only
     # samzamp.metrics.prometheus imports it.
     "prometheus": ["prometheus_client>=0.20"],
-    # Lint, type-check, check the import contracts (pyproject.toml), test and build; make pins their
-    # versions with constraints-dev.txt.
-    "dev": ["pytest>=8", "ruff>=0.6", "mypy>=1.10", "import-linter>=2.16", "build>=1.2"],
+    # Lint, type-check, check the import contracts (pyproject.toml), test, build, and build the docs
+    # site (mkdocs: `make docs`); make pins their versions with constraints-dev.txt. PyYAML reads the
+    # Kubernetes manifests in deploy/ in the tests.
+    "dev": ["pytest>=8", "ruff>=0.6", "mypy>=1.10", "import-linter>=2.16", "build>=1.2", "mkdocs>=1.6", "pyyaml>=6"],
 }
 
 setup(

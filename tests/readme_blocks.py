@@ -1,15 +1,15 @@
-"""The README's code blocks, as the tests that run them see them.
+"""The code blocks of README.md and of every page under docs/, as the tests that run them see them.
 
 A block is a fenced code block. Two comments just above a fence give it a role, invisible on the
 rendered page:
 
-- ``<!-- file: PATH -->``: the block is the content of a file a user creates (Getting Started), which a
-  test writes to a fresh directory and runs there;
+- ``<!-- file: PATH -->``: the block is the content of a file a user creates (the README's Getting
+  Started), which a test writes to a fresh directory and runs there;
 - ``<!-- not run: REASON -->``: a command line or synopsis that no test runs as written; the reason says
   which test covers it instead.
 
-Every other ``python`` block runs, in order, in one module (so a later block sees an earlier block's
-classes, as a reader does); a line ending in ``# => VALUE`` asserts that its expression equals VALUE.
+Every other ``python`` block runs, in order, in one module per page (so a later block sees an earlier
+block's classes, as a reader of that page does); a line ending in ``# => VALUE`` asserts that its expression equals VALUE.
 Every other ``toml`` block is checked against samzamp's config schema.
 """
 
@@ -19,9 +19,11 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["README", "Block", "blocks", "with_checks"]
+__all__ = ["DOCS", "README", "ROOT", "Block", "blocks", "pages", "with_checks"]
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+DOCS = ROOT / "docs"
 
 _FENCE = re.compile(r"^```(\S*)\s*$")
 _ROLE = re.compile(r"^<!--\s*(file|not run):\s*(.+?)\s*-->\s*$")
@@ -39,6 +41,11 @@ class Block:
     not_run: str | None = None
 
 
+def pages() -> list[Path]:
+    """README.md, then every Markdown page under docs/ in path order: each page whose blocks the tests run."""
+    return [README, *sorted(DOCS.rglob("*.md"))]
+
+
 def blocks(path: Path = README) -> list[Block]:
     """Every fenced block of ``path`` in order."""
     out: list[Block] = []
@@ -54,7 +61,7 @@ def blocks(path: Path = README) -> list[Block]:
         i = start
         while i < len(lines) and lines[i].rstrip() != "```":
             i += 1
-        assert i < len(lines), f"README.md:{start}: a code block is never closed"
+        assert i < len(lines), f"{path.relative_to(ROOT)}:{start}: a code block is never closed"
         kind, text = (role.group(1), role.group(2)) if role else (None, None)
         out.append(
             Block(

@@ -46,6 +46,8 @@ COMMANDS: dict[str, Command] = {
         "samzamp.cli.checkpoints", "show or set a job's checkpoints (Samza's checkpoint-tool format)"
     ),
     "reset-offsets": Command("samzamp.cli.reset_offsets", "set where a stopped job starts reading its inputs"),
+    "job-model": Command("samzamp.cli.job_model", "show the job's tasks, their inputs and changelog partitions"),
+    "stores": Command("samzamp.cli.stores", "inspect a task's local store without changing it"),
     "drain": Command("samzamp.cli.drain", "drain a running job: stop it with nothing buffered lost"),
     "broker": Command("samzamp.cli.broker", "run the embedded, memory-only Kafka broker on 127.0.0.1"),
     "zookeeper": Command("samzamp.cli.zookeeper", "run the embedded ZooKeeper server on 127.0.0.1"),

@@ -163,7 +163,7 @@ KEYS: tuple[KeySpec, ...] = (
         "processor.id",
         "str",
         None,
-        "This processor's id, unique in the job (no spaces or '/'); generated when unset: <host>-<pid>-<random>.",
+        "This processor's id, unique in the job (no spaces or '/'); generated when unset: `<host>-<pid>-<random>`.",
     ),
     KeySpec(
         "processor.location.id",
@@ -225,7 +225,8 @@ KEYS: tuple[KeySpec, ...] = (
         "task.callback.timeout.ms",
         "int",
         -1,
-        "Fail the container if a callback takes longer (ms); <= 0 = never.",
+        "Fail the container if a callback takes longer (ms); <= 0 = never. In a worker process: a process() call,"
+        " timed from its own start (the worker is killed).",
         None,
         MAX_MS,
     ),
@@ -249,7 +250,11 @@ KEYS: tuple[KeySpec, ...] = (
         "task.drop.producer.errors",
         "bool",
         False,
-        "Log, count and drop outputs the system refuses (at send or delivery) instead of stopping.",
+        "Log, count (`SystemProducersMetrics` `producer-send-failed`) and drop an output its system refuses, at send"
+        " time (e.g. larger than `systems.<s>.producer.message.max.bytes`) or in a failed delivery, instead of"
+        " stopping; the task goes on. Without it such an output fails the task (exit 1 naming the task, SSP and"
+        " offset; no checkpoint past that message). Outputs only: a changelog write that failed, or any send still"
+        " unacknowledged at a commit, always stops the container.",
     ),
     KeySpec("task.ignored.exceptions", "list", None, "Exception class names (or *) that window/process may raise."),
     KeySpec("task.checkpoint.system", "str", None, "System of the checkpoint topic (default job.default.system)."),
@@ -265,7 +270,13 @@ KEYS: tuple[KeySpec, ...] = (
         "task.checkpoint.commit.group.offsets",
         "bool",
         True,
-        "After each checkpoint, commit each input partition's next offset to the consumer group, for lag tools.",
+        "After each checkpoint is acknowledged, commit each input partition's next offset (checkpointed + 1) to the"
+        " input consumers' group (`samzamp-<job.name>-<job.id>`, or `systems.<s>.consumer.group.id`), so that"
+        " `kafka-consumer-groups`, Burrow or kafka-lag-exporter show the job's lag. samzamp never reads them back"
+        " (the checkpoint topic is the only truth), and they are never ahead of a checkpoint: with key buckets a"
+        " partition gets the minimum over its buckets, committed by the processor that runs bucket 0; a broadcast"
+        " partition the minimum over its tasks (not at all in standalone mode). Asynchronous; a failure is counted"
+        " (`OffsetManagerMetrics` `group-commit-failures`), logged at most once a minute and never stops the job.",
     ),
     KeySpec(
         "task.checkpoint.segment.bytes",
@@ -339,22 +350,28 @@ KEYS: tuple[KeySpec, ...] = (
         "metrics.reporters",
         "list",
         None,
-        "Reporters to start, by name: each Samza's snapshot reporter (see metrics.reporter.<name>.class).",
+        "Reporters to start, by name (Samza's key); each must be Samza's snapshot reporter (see `metrics.reporter.<name>.class`)."
+        " A TOML array or a comma-separated string. None by default.",
     ),
     KeySpec(
         "metrics.reporter.<name>.class",
         "str",
         None,
-        "snapshot, or Samza's org.apache.samza.metrics.reporter.MetricsSnapshotReporterFactory (the only reporter).",
+        "`snapshot` or Samza's `org.apache.samza.metrics.reporter.MetricsSnapshotReporterFactory`; any other class is"
+        " an error. Default: `snapshot` for the reporter named `snapshot`.",
     ),
     KeySpec(
-        "metrics.reporter.<name>.stream", "str", None, "Where a snapshot reporter sends, as system.stream (required)."
+        "metrics.reporter.<name>.stream",
+        "str",
+        None,
+        "Where the reporter sends its snapshots, as `system.stream` (required); created when missing (with"
+        " `streams.<id>.partitions`, else the system's default).",
     ),
     KeySpec(
         "metrics.reporter.<name>.interval",
         "int",
         60,
-        "Seconds between a snapshot reporter's reports.",
+        "Seconds between reports (and one more at stop).",
         1,
         MAX_MS // 1000,
     ),
@@ -362,7 +379,8 @@ KEYS: tuple[KeySpec, ...] = (
         "metrics.reporter.<name>.blacklist",
         "str",
         None,
-        "A regex over group.metric (Samza's group names): what it matches whole is left out of the snapshots.",
+        "A regex over `group.metric` (the group as the message names it, e.g."
+        " `org.apache.samza.container.TaskInstanceMetrics.pending-messages`): a metric it matches whole is left out.",
     ),
     # systems
     KeySpec("systems.<s>.samza.factory", "str", None, "The system's factory: kafka or inmemory (or Samza's class)."),

@@ -71,7 +71,7 @@ def _owned(key: str, parts: list[str]) -> ConfigError | None:
     return ConfigError(
         key,
         f"unknown key in samzamp's {head}.* namespace (a typo?)"
-        + (f"; did you mean {hint!r}?" if hint else "; see the config reference in README.md"),
+        + (f"; did you mean {hint!r}?" if hint else "; see the config reference in docs/configuration.md"),
     )
 
 

@@ -39,7 +39,7 @@ from samzamp.model.grouper import expand, group, task_order
 from samzamp.model.job_model import JobModel, TaskModel, intermediate_streams
 from samzamp.systems.base import SystemAdmin
 
-__all__ = ["JobModelCalculator", "input_partitions", "job_model"]
+__all__ = ["JobModelCalculator", "input_partitions", "job_model", "preview_job_model", "tasks_over_inputs"]
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +62,46 @@ def input_partitions(settings: JobSettings, admins: dict[str, SystemAdmin]) -> l
             here = [s for s in here if s in task.broadcast_inputs]
         ssps.extend(here)
     return ssps
+
+
+def tasks_over_inputs(
+    settings: JobSettings, admins: dict[str, SystemAdmin], known: TaskHistory
+) -> tuple[JobModel, TaskHistory]:
+    """Step 1 of ``JobModelCalculator.calculate``: the job model over the inputs' partitions now
+    (as ``admins`` see them) given the task history ``known``, and the history it implies."""
+    st = settings
+    model, history = job_model(
+        st.grouper,
+        input_partitions(st, admins),
+        known,
+        expansion=st.input_expansion,
+        factor=st.elasticity_factor,
+        broadcast=st.task.broadcast_inputs,
+    )
+    if st.application is not None and st.application.feeds:
+        streams = intermediate_streams(model.tasks, st.application.feeds)
+        model = JobModel(
+            model.generation,
+            {n: msgspec.structs.replace(t, intermediate=streams) for n, t in model.tasks.items()},
+            model.containers,
+        )
+    return model, history
+
+
+def preview_job_model(
+    settings: JobSettings, admins: dict[str, SystemAdmin], metadata: CoordinatorStreamStore
+) -> tuple[JobModel, bool]:
+    """The tasks a container of the job would run if it started now, computed as ``calculate``
+    computes them (step 1 only: nothing is checked, created or recorded), and whether the job's task
+    history was found (False: its coordinator stream does not exist yet, so the changelog partitions
+    shown are those a first start would assign)."""
+    found = metadata.exists()
+    known = (
+        read_task_history(metadata.namespace(CHANGELOG_NAMESPACE), metadata.namespace(SSP_NAMESPACE))
+        if found
+        else TaskHistory()
+    )
+    return tasks_over_inputs(settings, admins, known)[0], found
 
 
 class JobModelCalculator:
@@ -96,25 +136,10 @@ class JobModelCalculator:
 
     def _tasks(self) -> tuple[JobModel, TaskHistory]:
         """The job model over the inputs' partitions now, and the task history it implies."""
-        st = self._settings
         known = self._history = read_task_history(
             self._metadata.namespace(CHANGELOG_NAMESPACE), self._metadata.namespace(SSP_NAMESPACE)
         )
-        model, history = job_model(
-            st.grouper,
-            input_partitions(st, self._admins),
-            known,
-            expansion=st.input_expansion,
-            factor=st.elasticity_factor,
-            broadcast=st.task.broadcast_inputs,
-        )
-        if st.application is not None and st.application.feeds:
-            streams = intermediate_streams(model.tasks, st.application.feeds)
-            model = JobModel(
-                model.generation,
-                {n: msgspec.structs.replace(t, intermediate=streams) for n, t in model.tasks.items()},
-                model.containers,
-            )
+        model, history = tasks_over_inputs(self._settings, self._admins, known)
         if known.changelog:
             for name, task in model.tasks.items():
                 joined = [str(s) for s in task.ssps if s not in known.ssp_tasks]

@@ -7,7 +7,9 @@ others (default ``./state`` for both).
 
 ``LOCK`` is held with an exclusive ``flock`` by the process that has the store open (a container, one of
 its workers, or an offline job); a second taker fails at once. The kernel drops the lock when the
-process dies, however it dies.
+process dies, however it dies. A tool that reads a store without changing it
+(``samzamp stores inspect``) holds it shared instead (``hold_store_dir_shared``): a task cannot take
+it meanwhile, and the tool is refused while a task holds it.
 """
 
 from __future__ import annotations
@@ -19,13 +21,32 @@ from pathlib import Path
 
 from samzamp.storage.io_errors import store_files
 
-__all__ = ["StoreLockedError", "lock_store_dir", "store_dir", "task_dir_name", "unlock_store_dir"]
+__all__ = [
+    "StoreLockedError",
+    "hold_store_dir_shared",
+    "lock_store_dir",
+    "store_dir",
+    "task_dir_name",
+    "unlock_store_dir",
+]
 
 LOCK_FILE = "LOCK"
 
 
 class StoreLockedError(RuntimeError):
-    """Another live process holds the store directory."""
+    """Another live process holds the store directory; ``pid``: the one its LOCK file records, if any."""
+
+    def __init__(self, message: str, pid: int | None = None) -> None:
+        super().__init__(message)
+        self.pid = pid
+
+
+def _recorded_pid(fd: int) -> int | None:
+    try:
+        text = os.pread(fd, 32, 0).decode(errors="replace").strip()
+    except OSError:
+        return None
+    return int(text) if text.isdigit() else None
 
 
 def task_dir_name(task_name: str) -> str:
@@ -62,6 +83,31 @@ def lock_store_dir(path: Path, wait_s: float = 0.0) -> int:
         with store_files(path, f"writing its {LOCK_FILE} file"):
             os.ftruncate(fd, 0)
             os.write(fd, f"{os.getpid()}\n".encode())
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def hold_store_dir_shared(path: Path) -> int | None:
+    """Hold the directory's lock shared, creating and writing nothing: the fd that holds it, or None
+    when the directory has no ``LOCK`` file (no process ever took it). Raises ``StoreLockedError``
+    (with the pid the file records) at once while a live process holds it. While held, a process
+    that takes the lock (``lock_store_dir``) waits, and fails after its ``wait_s``; release it with
+    ``unlock_store_dir``."""
+    try:
+        fd = os.open(path / LOCK_FILE, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        pid = _recorded_pid(fd)
+        os.close(fd)
+        holder = f" (pid {pid})" if pid is not None else ""
+        raise StoreLockedError(
+            f"store directory {path} is held by a live process{holder} (its {LOCK_FILE} file is locked)", pid
+        ) from None
     except BaseException:
         os.close(fd)
         raise

@@ -36,6 +36,10 @@ its changelog) and raises ``StoreError``. The format is the ``format`` key of th
 other format than asked converts it in place, in batches, with ``format`` set to ``converting`` until
 the last one commits: a conversion cut short leaves a directory ``check_env`` refuses.
 
+Tools read a store through ``LmdbSnapshot``: read-only, never created, never converted, and a value
+that fails its checksum is reported as such (no ``DAMAGED`` file is written: the tool changes
+nothing; the task finds the value again at its next start, when it verifies its store).
+
 Writes go through ``pwrite`` (``writemap=False``): a full disk or an I/O error at a commit fails the
 transaction (LMDB reports a short write as EIO), which raises a ``StoreError``
 (``storage.io_errors``) and leaves the environment at its last commit. With ``writemap`` LMDB would
@@ -57,7 +61,7 @@ import weakref
 from collections.abc import Callable, Iterable, Iterator
 from functools import partial
 from pathlib import Path
-from typing import cast
+from typing import NamedTuple, cast
 
 import lmdb
 
@@ -72,8 +76,10 @@ __all__ = [
     "LMDB_LOCK_FILE",
     "LmdbEngine",
     "LmdbReader",
+    "LmdbSnapshot",
     "MapFullWhileReadingError",
     "ReaderClosedError",
+    "StoredEntry",
     "check_env",
     "remove_env",
 ]
@@ -574,3 +580,126 @@ class LmdbEngine:
     def wipe(path: Path) -> None:
         """Delete a store directory (before a full restore)."""
         shutil.rmtree(path, ignore_errors=True)
+
+
+class StoredEntry(NamedTuple):
+    """One entry of a store as a tool reads it: the key and the value, or ``None`` when the value
+    fails its checksum (its bytes changed on disk; they are never returned)."""
+
+    key: bytes
+    value: bytes | None
+
+
+class LmdbSnapshot:
+    """A store's LMDB environment read without changing it, for tools (``samzamp stores inspect``).
+
+    Opened read-only (``create=False``: a missing environment is an error, never made), in whatever
+    store format it has (never converted), as one read transaction: a consistent snapshot of the
+    data as of ``open``, however long the reading takes. Values are checked with ``unseal`` as the
+    engine checks them; one that fails is an entry whose value is None, and nothing is marked.
+
+    ``shared`` says whether another live process may write the environment meanwhile (the task that
+    owns it runs). Then LMDB's lock file is used, so that the writer sees this reader in its reader
+    table (``lock.mdb``, which LMDB itself writes to register it) and keeps the snapshot's pages
+    from reuse; ``data.mdb`` is never written, but it may grow while the snapshot is open. Without
+    ``shared`` nothing in the directory is written or locked: the caller must make sure that no
+    process writes it meanwhile (``dirs.hold_store_dir_shared``).
+    """
+
+    def __init__(self, path: Path, *, shared: bool = False) -> None:
+        """Open the environment in ``path``. ``StoreError`` when it was marked damaged, cannot be
+        opened safely (``check_env``'s plain-read checks), has no ``data.mdb``, is in the middle of
+        a format conversion, or is of a format this version does not know."""
+        self.path = path
+        try:
+            damaged = (path / DAMAGED_FILE).read_text(errors="replace").strip()
+        except FileNotFoundError:
+            damaged = None
+        except OSError as e:
+            damaged = f"({DAMAGED_FILE} unreadable: {e})"
+        if damaged is not None:
+            raise StoreError(str(path), f"it was marked damaged: {damaged or 'no reason recorded'}", _RESTORE_ADVICE)
+        problem = _file_problem(path)
+        if problem is None and not (path / DATA_FILE).is_file():
+            problem = f"it has no {DATA_FILE}"
+        if problem is not None:
+            raise StoreError(str(path), f"its LMDB files cannot be read: {problem}", _RESTORE_ADVICE)
+        try:
+            self._env = lmdb.open(str(path), readonly=True, lock=shared, max_dbs=2, create=False)
+        except lmdb.Error as e:
+            raise store_io_error(path, "opening its LMDB files read-only", e, _lmdb_errno(e)) from e
+        self._closed = False
+        try:
+            self._txn = self._env.begin(buffers=False)
+            self._data = self._open_db(b"data")
+            meta = self._open_db(b"meta")
+            raw_format = self._get(meta, _FORMAT)
+            self.dirty = self._get(meta, _DIRTY) is not None
+            raw_offset = self._get(meta, _OFFSET)
+        except BaseException:
+            self._env.close()
+            raise
+        entries = self.count()
+        self.changelog_offset: int | None = int(raw_offset) if raw_offset is not None and not self.dirty else None
+        if raw_format is None:
+            self.format = PLAIN if entries else 0
+        elif raw_format == _CONVERTING:
+            self.close()
+            raise StoreError(str(path), _CUT_SHORT, _RESTORE_ADVICE)
+        elif raw_format.isdigit() and int(raw_format) in FORMATS:
+            self.format = int(raw_format)
+        else:
+            self.close()
+            raise StoreError(
+                str(path),
+                f"its store format is {raw_format.decode(errors='replace')!r}; this samzamp reads formats "
+                f"{', '.join(map(str, FORMATS))}",
+                "inspect it with the samzamp version that wrote it",
+            )
+
+    def _open_db(self, name: bytes) -> lmdb._Database | None:
+        try:
+            return self._env.open_db(name, txn=self._txn, create=False)
+        except lmdb.NotFoundError:
+            return None  # not created yet: an environment nothing was ever written to
+        except lmdb.Error as e:
+            raise store_io_error(self.path, f"reading its LMDB database {name.decode()!r}", e, _lmdb_errno(e)) from e
+
+    def _get(self, db: lmdb._Database | None, key: bytes) -> bytes | None:
+        if db is None:
+            return None
+        raw = self._txn.get(key, db=db)
+        return None if raw is None else bytes(raw)
+
+    def count(self) -> int:
+        """How many entries the snapshot holds."""
+        return 0 if self._data is None else int(self._txn.stat(self._data)["entries"])
+
+    def _entry(self, key: bytes, stored: bytes) -> StoredEntry:
+        return StoredEntry(key, unseal(key, stored) if self.format == CHECKSUMMED else stored)
+
+    def get(self, key: bytes) -> StoredEntry | None:
+        """The entry of ``key`` (its value None when it fails its checksum), or None when absent."""
+        stored = self._get(self._data, key)
+        return None if stored is None else self._entry(key, stored)
+
+    def entries(self) -> Iterator[StoredEntry]:
+        """Every entry in key-byte order, one at a time (values None where they fail their checksum)."""
+        if self._data is None:
+            return
+        cursor = self._txn.cursor(db=self._data)
+        for key, stored in cursor.iternext(keys=True, values=True):
+            yield self._entry(key, stored)
+
+    def close(self) -> None:
+        """End the read transaction and close the environment (idempotent)."""
+        if not self._closed:
+            self._closed = True
+            self._txn.abort()
+            self._env.close()
+
+    def __enter__(self) -> LmdbSnapshot:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()

@@ -1,7 +1,7 @@
 """Drain of an application in one container, against the real broker: the drain goes through the
 intermediate stream (each task's drain message after its flush, the aggregate partition's copies),
 every window emits what it holds once and deletes it, the container exits 0 drained, and the next
-deployment, with a changed intermediate schema (the README's upgrade recipe), goes on exactly where
+deployment, with a changed intermediate schema (docs/drain.md's upgrade recipe), goes on exactly where
 the drain stopped and never meets a record of the old schema."""
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ def test_a_drained_application_emits_every_window_once_and_the_next_run_goes_on_
     written: dict[int, int] | None = None
     runs: list[tuple[list[dict], dict[int, int], list[str]]] = []  # per run: panes, drain points, named drains
     for run in range(2):
-        # The README's upgrade recipe: drain, deploy the changed intermediate schema, start.
+        # docs/drain.md's upgrade recipe: drain, deploy the changed intermediate schema, start.
         app = APP if run == 0 else APP_V2
         config.write_text(app_toml(job, app, {"events": (events, PARTITIONS), "out": (out, 1)}, tmp_path / "state"))
         feeder = Feeder(bootstrap, events, written)

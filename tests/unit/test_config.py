@@ -1155,12 +1155,6 @@ def test_system_default_topic_configs_reach_every_stream_under_the_stream_s_own(
     assert stream.topic_configs == {"retention.ms": "1000", "cleanup.policy": "compact"}
 
 
-def test_every_key_samzamp_reads_is_in_the_readme_table() -> None:
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    missing = [s.pattern for s in KEYS if f"| `{s.pattern}` |" not in readme]
-    assert missing == []
-
-
 # Keys samzamp reads inside a namespace whose other keys it ignores (a key samzamp reads is checked first).
 _READ_IN_IGNORED_NAMESPACE = {
     "yarn.samza.host-affinity.enabled": "yarn.*",

@@ -1,6 +1,6 @@
 """The public API, pinned (trio's ``_tests/test_exports.py``): ``samzamp`` exports exactly these
 names, each from ``samzamp.api``, and nothing else public. Changing this list changes the public API:
-do it on purpose, with the README's Task API section."""
+do it on purpose, with docs/task-api.md."""
 
 from __future__ import annotations
 

@@ -139,7 +139,7 @@ def test_an_ignored_exception_in_on_end_of_stream_is_ignored_like_in_window_and_
 
 
 class WordCount(StreamTask, InitableTask, WindowableTask):
-    """README's task, as written there: it sends to system "kafka", which the test config does not name."""
+    """docs/task-api.md's task, as written there: it sends to system "kafka", which the test config does not name."""
 
     def init(self, context):
         self.counts = {}
