@@ -49,10 +49,9 @@ from samzamp.config.standalone import ZkSettings
 from samzamp.coordinator.metadata_store import MetadataStore
 from samzamp.coordinator.run_id import RUN_NAMESPACE, RunProcessor, RunRecord, RunState, end_run, start_run
 from samzamp.coordinator.zk.client import connect
-from samzamp.coordinator.zk.job_models import read_job_model, read_version
 from samzamp.coordinator.zk.keys import ZkKeys, ensure_root
 from samzamp.coordinator.zk.metadata_store import ZkMetadataStores
-from samzamp.coordinator.zk.registry import read_processors
+from samzamp.coordinator.zk.view import read_model_view
 
 __all__ = ["LOCK_TIMEOUT_S", "RunMember", "ZkRunView", "ZkRuns", "run_lock_path", "run_members", "run_members_dir"]
 
@@ -259,17 +258,13 @@ class ZkRunView:
         return len(run_members(self._client, self._keys))
 
     def processors(self) -> list[RunProcessor]:
-        """The job's registered (live) processors, with their tasks in the latest job model the
-        leader published (a processor that joined since has none yet)."""
-        try:
-            registered = read_processors(self._client, self._keys)
-        except NoNodeError:
-            return []
-        version = read_version(self._client, self._keys)
-        model = read_job_model(self._client, self._keys, version) if version is not None else None
+        """The job's registered (live) processors, with their tasks in the job model shown by
+        ``samzamp job-model show`` (the agreed version, else the latest): a processor that joined
+        since has none yet."""
+        view = read_model_view(self._client, self._keys, self.where)
         out = []
-        for data in sorted(registered.values(), key=lambda d: d.processor_id):
-            container = model.containers.get(data.processor_id) if model is not None else None
+        for data in sorted(view.processors.values(), key=lambda d: d.processor_id):
+            container = view.model.containers.get(data.processor_id) if view.model is not None else None
             tasks = container.tasks if container is not None else ()
             out.append(RunProcessor(data.processor_id, data.host, data.pid, tuple(tasks)))
         return out
