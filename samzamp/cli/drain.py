@@ -58,7 +58,7 @@ from samzamp.drain.notification import DRAIN_NAMESPACE, read_drain_notifications
 from samzamp.systems.factory import Place
 from samzamp.systems.registry import open_system
 
-__all__ = ["main"]
+__all__ = ["main", "open_run_view"]
 
 PROG = "samzamp-drain"
 EXIT_NO_RUN = 3
@@ -76,27 +76,28 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _open_store(settings: JobSettings) -> RunView:
+def open_run_view(settings: JobSettings, tool: str = PROG) -> RunView:
     """Where the job keeps its run record and drain notifications: its coordinator factory says (a
-    standalone job's are on ZooKeeper, samzamp.coordinator.zk.runs)."""
-    return job_coordinator_factory(settings).run_view(lambda: _coordinator_stream(settings))
+    standalone job's are on ZooKeeper, samzamp.coordinator.zk.runs). ``tool`` names the command in
+    a config error."""
+    return job_coordinator_factory(settings).run_view(lambda: _coordinator_stream(settings, tool))
 
 
-def _coordinator_stream(settings: JobSettings) -> StreamRunView:
+def _coordinator_stream(settings: JobSettings, tool: str) -> StreamRunView:
     system = settings.coordinator_system
     s = settings.systems[system]
     if not s.kind.shared:
         raise ConfigError(
             "job.coordinator.system",
-            f"system {system!r} is {s.kind}, in its container's process only; samzamp-drain reaches only "
+            f"system {system!r} is {s.kind}, in its container's process only; {tool} reaches only "
             f"{system_kind_names(lambda k: k.shared)} systems",
         )
     if not s.bootstrap_servers:
         raise ConfigError(
             f"systems.{system}.bootstrap.servers",
-            "is not set: samzamp-drain must reach the job's broker (an embedded broker is private to its container)",
+            f"is not set: {tool} must reach the job's broker (an embedded broker is private to its container)",
         )
-    opened = open_system(settings, system, Place(process="drain"))
+    opened = open_system(settings, system, Place(process=tool.rsplit(" ", 1)[-1].removeprefix("samzamp-")))
     admin = opened.admin()
     producer = opened.producer()
     return StreamRunView(
@@ -200,7 +201,7 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
         return EXIT_CONFIG
     try:
         settings = validate(load_config(args.config, parse_overrides(args.overrides)))
-        store = _open_store(settings)
+        store = open_run_view(settings)
         try:
             return drain(settings, store, args.run_id, args.wait, args.timeout)
         finally:

@@ -41,6 +41,11 @@ class Command:
 # local services, then the offline (Spark) tools.
 COMMANDS: dict[str, Command] = {
     "run": Command("samzamp.cli.container", "run one container (processor) of a job"),
+    "status": Command("samzamp.cli.status", "whether a job runs, and each task's checkpoint, end offset and lag"),
+    "checkpoints": Command(
+        "samzamp.cli.checkpoints", "show or set a job's checkpoints (Samza's checkpoint-tool format)"
+    ),
+    "reset-offsets": Command("samzamp.cli.reset_offsets", "set where a stopped job starts reading its inputs"),
     "job-model": Command("samzamp.cli.job_model", "show the job's tasks, their inputs and changelog partitions"),
     "stores": Command("samzamp.cli.stores", "inspect a task's local store without changing it"),
     "drain": Command("samzamp.cli.drain", "drain a running job: stop it with nothing buffered lost"),

@@ -32,6 +32,7 @@ __all__ = [
     "decode_checkpoint",
     "encode_checkpoint",
     "new_checkpoint_id",
+    "written_ms",
 ]
 
 
@@ -108,6 +109,13 @@ _dec: msgspec.json.Decoder[Checkpoint] = msgspec.json.Decoder(Checkpoint)
 def new_checkpoint_id() -> str:
     """Samza's CheckpointId form: ``<millis>-<sub-millisecond>``, unique and ordered within a process."""
     return f"{int(time.time() * 1000)}-{time.monotonic_ns() % 1_000_000:06d}{os.getpid() % 100:02d}"
+
+
+def written_ms(checkpoint: Checkpoint) -> int | None:
+    """When ``checkpoint`` was written (epoch millis, from its id: ``new_checkpoint_id``); None for
+    an id of another form."""
+    head = checkpoint.checkpoint_id.split("-", 1)[0]
+    return int(head) if head.isdigit() else None
 
 
 def encode_checkpoint(key: CheckpointKey, checkpoint: Checkpoint) -> tuple[bytes, bytes]:

@@ -34,6 +34,7 @@ from samzamp.coordinator.metadata_store import CoordinatorStreamStore, MetadataS
 
 __all__ = [
     "RUN_NAMESPACE",
+    "RunProcessor",
     "RunRecord",
     "RunState",
     "RunView",
@@ -42,6 +43,7 @@ __all__ = [
     "StreamRuns",
     "end_run",
     "generate_run_id",
+    "process_alive",
     "read_current_run",
     "start_run",
 ]
@@ -68,6 +70,31 @@ class RunRecord(msgspec.Struct, frozen=True, rename="camel"):
     updated_ms: int
     host: str
     pid: int
+
+
+class RunProcessor(msgspec.Struct, frozen=True):
+    """A live processor of a job's run as a tool sees it: its id, where it runs and its tasks (those
+    of the job model it agreed to; empty before it has one)."""
+
+    processor_id: str
+    host: str
+    pid: int
+    tasks: tuple[str, ...] = ()
+
+
+def process_alive(host: str, pid: int) -> bool | None:
+    """Whether process ``pid`` of ``host`` runs: True or False when ``host`` is this host (by its
+    hostname), None when it is another, which nothing here can see. A pid the kernel gave to
+    another process since reads as alive."""
+    if host != socket.gethostname() or pid <= 0:
+        return None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process: it exists
+    return True
 
 
 def generate_run_id() -> str:
@@ -170,6 +197,10 @@ class RunView(Protocol):
         """How many processes run the job's current run now, where that is kept apart from the run
         record (a standalone job's members); None where only the record tells."""
 
+    def processors(self) -> list[RunProcessor] | None:
+        """The job's live processors and their tasks, where they are kept apart from the run record
+        (a standalone job's, on ZooKeeper); None where only the record tells."""
+
     def close(self) -> None:
         """Release what the view holds (connections, clients)."""
 
@@ -194,6 +225,9 @@ class StreamRunView:
 
     def members(self) -> int | None:
         return None  # the container is the run: only its record says whether it runs
+
+    def processors(self) -> list[RunProcessor] | None:
+        return None  # the one container: its record says where it runs
 
     def close(self) -> None:
         self._close()

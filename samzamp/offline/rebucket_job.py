@@ -8,8 +8,6 @@ changelog partition is written, the new tasks' checkpoints after.
 
 from __future__ import annotations
 
-import os
-import socket
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,8 +21,9 @@ from samzamp.config.schema import check_keys
 from samzamp.config.settings import JobSettings
 from samzamp.coordinator.factory import job_coordinator_factory
 from samzamp.coordinator.metadata_store import CoordinatorStreamStore
-from samzamp.coordinator.run_id import RUN_NAMESPACE, RunState, StreamRunView, read_current_run
+from samzamp.coordinator.run_id import StreamRunView
 from samzamp.coordinator.task_history import CHANGELOG_NAMESPACE, SSP_NAMESPACE, TaskHistory, record_task_history
+from samzamp.drain.deployment import read_deployment
 from samzamp.model.grouper import task_order
 from samzamp.offline.changelog import ChangelogSource
 from samzamp.offline.job import (
@@ -143,40 +142,35 @@ def _old_task(name: str, known: TaskHistory, last: dict[str, Checkpoint], store:
 
 
 def check_not_running(settings: JobSettings) -> None:
-    """JobRunningError if the job's coordinator stream says a container runs: on this host with a live
-    pid, or on another host (which cannot be checked from here). A container that died without saying
-    so (its pid is gone) does not count. A standalone job runs while a processor is registered in
-    ZooKeeper as a member of its run (its node goes with its session)."""
+    """JobRunningError if a process of the job runs, as ``samzamp.drain.deployment`` knows it: a
+    standalone job's members of its run on ZooKeeper; a container whose record says running, on this
+    host with a live pid, or on another host (which cannot be checked from here). A container that
+    died without saying so (its pid is gone) does not count."""
     # Where the run is kept is the job's coordinator factory's choice: a standalone job's on ZooKeeper.
     view = job_coordinator_factory(settings).run_view(lambda: _coordinator_stream(settings))
     if view is None:
         return
     try:
+        deployment = read_deployment(view)
         members = view.members()
-        if members is not None:  # who runs the job is kept apart from its record
-            if members:
-                raise JobRunningError(
-                    f"job {settings.name}-{settings.id} is running ({members} processor(s) registered in "
-                    f"{view.where}); stop them (SIGTERM) and run this again: a processor writing while its state "
-                    "is re-bucketed would lose that state"
-                )
-            return
-        run = read_current_run(view.namespace(RUN_NAMESPACE))
     finally:
         view.close()
-    if run is None or run.state is not RunState.RUNNING:
+    if not deployment.runs:
         return
-    here = run.host == socket.gethostname()
-    if here and not _alive(run.pid):
-        return
-    where = (
-        f"pid {run.pid} on this host"
-        if here
-        else f"pid {run.pid} on host {run.host}, which cannot be checked from here"
-    )
+    if members is not None:
+        where = f"{members} processor(s) registered in {view.where}"
+    else:
+        run = deployment.record
+        assert run is not None
+        here = (
+            f"pid {run.pid} on this host"
+            if deployment.checked
+            else f"pid {run.pid} on host {run.host}, which cannot be checked from here"
+        )
+        where = f"run {run.run_id}, {here}"
     raise JobRunningError(
-        f"job {settings.name}-{settings.id} is running (run {run.run_id}, {where}); stop it (SIGTERM) and run "
-        "this again: a container writing while its state is re-bucketed would lose that state"
+        f"job {settings.name}-{settings.id} is running ({where}); stop it (SIGTERM) and run this again: a "
+        "processor writing while its state is re-bucketed would lose that state"
     )
 
 
@@ -190,16 +184,6 @@ def _coordinator_stream(settings: JobSettings) -> StreamRunView | None:
         return None
     producer = KafkaSystemProducer(kafka_clients(settings, system, "read the job's coordinator stream"))
     return StreamRunView(CoordinatorStreamStore(admin, producer, settings.coordinator_topic), producer.stop)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def ensure_partitions(plan: RebucketPlan) -> list[str]:

@@ -332,7 +332,7 @@ def test_a_processor_whose_session_expired_opens_the_stores_of_the_tasks_it_gets
 
 def test_rebucketing_a_running_standalone_job_is_refused(broker, zookeeper, unique, tmp_path: Path) -> None:
     """Its run lives in ZooKeeper: a registered processor is a running job, whatever the coordinator
-    stream says."""
+    stream says (to samzamp-rebucket-stores and to samzamp status, which shows its tasks)."""
     bs = broker.bootstrap_servers
     topic = f"in-{unique}"
     create_topic(bs, topic, PARTITIONS)
@@ -355,6 +355,18 @@ def test_rebucketing_a_running_standalone_job_is_refused(broker, zookeeper, uniq
         refused = subprocess.run(rebucket, cwd=str(ROOT), env=child_env(), capture_output=True, text=True, timeout=120)
         assert refused.returncode == 3, refused.stderr
         assert f"job {job}-1 is running (1 processor(s) registered in ZooKeeper" in refused.stderr
+        # samzamp status sees it the same way, with the processor's tasks from ZooKeeper.
+        status = [sys.executable, "-m", "samzamp", "status", str(cfg), "--json"]
+        status += ["--set", f"systems.kafka.bootstrap.servers={bs}"]
+        running = subprocess.run(status, cwd=str(ROOT), env=child_env(), capture_output=True, text=True, timeout=120)
+        assert running.returncode == 0, running.stderr
+        doc = json.loads(running.stdout)
+        assert doc["state"] == "running"
+        assert "1 processor(s) are members of the run" in doc["evidence"]
+        assert [(p["processor_id"], set(p["tasks"])) for p in doc["processors"]] == [("p1", ALL_TASKS)]
         assert p1.stop() == 0
+        stopped = subprocess.run(status, cwd=str(ROOT), env=child_env(), capture_output=True, text=True, timeout=120)
+        assert stopped.returncode == 3, stopped.stderr
+        assert json.loads(stopped.stdout)["state"] == "stopped"
     finally:
         view.close()

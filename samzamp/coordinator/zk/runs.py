@@ -47,10 +47,11 @@ from kazoo.recipe.lock import Lock
 from samzamp.api.errors import SystemFailureError
 from samzamp.config.standalone import ZkSettings
 from samzamp.coordinator.metadata_store import MetadataStore
-from samzamp.coordinator.run_id import RUN_NAMESPACE, RunRecord, RunState, end_run, start_run
+from samzamp.coordinator.run_id import RUN_NAMESPACE, RunProcessor, RunRecord, RunState, end_run, start_run
 from samzamp.coordinator.zk.client import connect
 from samzamp.coordinator.zk.keys import ZkKeys, ensure_root
 from samzamp.coordinator.zk.metadata_store import ZkMetadataStores
+from samzamp.coordinator.zk.view import read_model_view
 
 __all__ = ["LOCK_TIMEOUT_S", "RunMember", "ZkRunView", "ZkRuns", "run_lock_path", "run_members", "run_members_dir"]
 
@@ -255,6 +256,18 @@ class ZkRunView:
     def members(self) -> int:
         """How many processors run the job's current run now."""
         return len(run_members(self._client, self._keys))
+
+    def processors(self) -> list[RunProcessor]:
+        """The job's registered (live) processors, with their tasks in the job model shown by
+        ``samzamp job-model show`` (the agreed version, else the latest): a processor that joined
+        since has none yet."""
+        view = read_model_view(self._client, self._keys, self.where)
+        out = []
+        for data in sorted(view.processors.values(), key=lambda d: d.processor_id):
+            container = view.model.containers.get(data.processor_id) if view.model is not None else None
+            tasks = container.tasks if container is not None else ()
+            out.append(RunProcessor(data.processor_id, data.host, data.pid, tuple(tasks)))
+        return out
 
     def close(self) -> None:
         self._client.stop()

@@ -21,7 +21,7 @@ from samzamp.coordinator.zk.keys import ZkKeys
 from samzamp.coordinator.zk.registry import ProcessorData, read_processors
 from samzamp.model.job_model import JobModel
 
-__all__ = ["PublishedModelView", "read_published_model"]
+__all__ = ["PublishedModelView", "read_model_view", "read_published_model"]
 
 
 @dataclass(frozen=True)
@@ -52,7 +52,15 @@ def read_published_model(zk: ZkSettings, keys: ZkKeys) -> PublishedModelView:
     ``SystemFailureError`` when ZooKeeper cannot be reached or fails a read, ``ZkProtocolError``
     when another samzamp version wrote the model."""
     client = connect(zk.connect, zk.session_timeout_ms, zk.connection_timeout_ms)
-    where = f"ZooKeeper {zk.connect} {keys.root}"
+    try:
+        return read_model_view(client, keys, f"ZooKeeper {zk.connect} {keys.root}")
+    finally:
+        client.stop()
+        client.close()
+
+
+def read_model_view(client: KazooClient, keys: ZkKeys, where: str) -> PublishedModelView:
+    """``read_published_model`` with a client the caller holds (and keeps); ``where`` names it in errors."""
     try:
         latest = read_version(client, keys)
         active = _active_version(client, keys)
@@ -67,7 +75,4 @@ def read_published_model(zk: ZkSettings, keys: ZkKeys) -> PublishedModelView:
             f"reading the job model from {where} failed: {type(e).__name__}{': ' + str(e) if str(e) else ''}; "
             "check that ZooKeeper (job.coordinator.zk.connect) is reachable"
         ) from e
-    finally:
-        client.stop()
-        client.close()
     return PublishedModelView(where, version, active, latest, model, processors)

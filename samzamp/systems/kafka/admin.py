@@ -128,6 +128,81 @@ class KafkaSystemAdmin:
         finally:
             consumer.close()
 
+    def beginning_offsets(self, ssps: list[SystemStreamPartition]) -> dict[SystemStreamPartition, int]:
+        """The oldest offset each SSP still holds (its low watermark: where a full re-read starts)."""
+        if not ssps:
+            return {}
+        consumer = Consumer(client_config(self._clients, "end-offsets", defaults={"group.id": "samzamp-end-offsets"}))
+        try:
+            out = {}
+            for ssp in ssps:
+                try:
+                    low, _high = consumer.get_watermark_offsets(
+                        TopicPartition(ssp.stream, ssp.partition), timeout=15, cached=False
+                    )
+                except KafkaException as e:
+                    raise SystemFailureError(f"system {self._system!r}: oldest offset of {ssp}: {e}") from None
+                out[ssp] = max(int(low), 0)
+            return out
+        finally:
+            consumer.close()
+
+    def offsets_for_times(self, ssps: list[SystemStreamPartition], time_ms: int) -> dict[SystemStreamPartition, int]:
+        """The first offset of each SSP whose message timestamp is ``time_ms`` or later (Kafka's
+        offsets-for-times); the end offset where none is.
+
+        The broker's answer (ListOffsets by timestamp) is only a starting point: Tansu answers 0
+        whatever the time. So each partition is read from there to the first message at or after
+        ``time_ms``: on a real Kafka broker that is the first message read.
+        """
+        if not ssps:
+            return {}
+        consumer = Consumer(
+            client_config(
+                self._clients,
+                "end-offsets",
+                defaults={"group.id": "samzamp-end-offsets", "fetch.wait.max.ms": 10},
+                owned=EOF_READER,
+            )
+        )
+        try:
+            try:
+                found = consumer.offsets_for_times(
+                    [TopicPartition(s.stream, s.partition, time_ms) for s in ssps], timeout=15
+                )
+            except KafkaException as e:
+                raise SystemFailureError(f"system {self._system!r}: offsets for time {time_ms}: {e}") from None
+            starts = {(tp.topic, tp.partition): tp.offset for tp in found}
+            lows = self.beginning_offsets(ssps)
+            tps = []
+            for ssp in ssps:
+                start = starts.get((ssp.stream, ssp.partition), -1)
+                tps.append(TopicPartition(ssp.stream, ssp.partition, max(int(start), lows[ssp])))
+            assign(consumer, tps)
+            pending = {(s.stream, s.partition): s for s in ssps}
+            out: dict[SystemStreamPartition, int] = {}
+            deadline = time.monotonic() + 120
+            while pending:
+                if time.monotonic() > deadline:
+                    raise SystemFailureError(
+                        f"system {self._system!r}: no answer for time {time_ms} from {sorted(pending)}"
+                    )
+                for m in consumer.consume(1000, 0) or consumer.consume(1, 0.2):
+                    key = (m.topic() or "", m.partition() or 0)
+                    if key not in pending:
+                        continue
+                    err = m.error()
+                    ts = m.timestamp()
+                    at_or_after = err is None and ts[0] and ts[1] >= time_ms
+                    if at_or_after or (err is not None and err.code() == PARTITION_EOF):
+                        out[pending.pop(key)] = m.offset() or 0
+                        consumer.pause([TopicPartition(*key)])  # found: nothing more of it is wanted
+                    elif err is not None:
+                        raise SystemFailureError(f"system {self._system!r}: reading {key[0]}[{key[1]}]: {err.str()}")
+            return out
+        finally:
+            consumer.close()
+
     def read_all(self, stream: str, partition: int) -> list[RawMessage]:
         """Every message of one partition, oldest to the end (PARTITION_EOF), in offset order."""
         consumer = Consumer(
