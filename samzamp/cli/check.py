@@ -87,6 +87,8 @@ def summary(settings: JobSettings) -> list[str]:
 
 
 def main(argv: list[str] | None = None, prog: str = PROG) -> int:
+    """``samzamp check`` with ``argv`` (default: ``sys.argv[1:]``); returns its exit code. Every line
+    it writes starts with ``prog``, the name it runs as (its alias passes none: the same name)."""
     args = setup(build_parser(prog), argv)
     try:
         settings = load_job(args)

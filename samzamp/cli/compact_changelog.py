@@ -69,6 +69,8 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None, prog: str = PROG) -> int:
+    """``samzamp compact-changelog`` with ``argv`` (default: ``sys.argv[1:]``); returns its exit code. Every line
+    it writes starts with ``prog``, the name it runs as (its alias passes none: the same name)."""
     args = setup(build_parser(prog), argv)
     from samzamp.offline.compaction import check_output, check_to_topic, compact_changelog
     from samzamp.offline.job import OfflineError, resolve_store

@@ -218,6 +218,8 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None, prog: str = PROG) -> int:
+    """``samzamp completion`` with ``argv`` (default: ``sys.argv[1:]``); returns its exit code. Every line
+    it writes starts with ``prog``, the name it runs as (its alias passes none: the same name)."""
     args = build_parser(prog).parse_args(argv)
     spec = samzamp_spec()
     script = bash_script(spec, ALIASES) if args.shell == "bash" else zsh_script(spec, ALIASES)

@@ -63,6 +63,8 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None, prog: str = PROG) -> int:
+    """``samzamp run`` with ``argv`` (default: ``sys.argv[1:]``); returns its exit code. Every line
+    it writes starts with ``prog``, the name it runs as (its alias passes none: the same name)."""
     # A crash in native code (LMDB, librdkafka, the rings) prints every thread's Python stack on
     # stderr before the process dies, instead of dying without a word.
     faulthandler.enable()

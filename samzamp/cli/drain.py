@@ -213,6 +213,8 @@ def _wait(prog: str, job: str, store: RunView, run_id: str, uuid: str, seen: boo
 
 
 def main(argv: list[str] | None = None, prog: str = PROG) -> int:
+    """``samzamp drain`` with ``argv`` (default: ``sys.argv[1:]``); returns its exit code. Every line
+    it writes starts with ``prog``, the name it runs as (its alias passes none: the same name)."""
     args = setup(build_parser(prog), argv)
     if args.timeout <= 0:
         print(f"{prog}: error: --timeout must be > 0, got {args.timeout:g} (see {prog} --help)", file=sys.stderr)

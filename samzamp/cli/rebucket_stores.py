@@ -82,6 +82,8 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None, prog: str = PROG) -> int:
+    """``samzamp rebucket-stores`` with ``argv`` (default: ``sys.argv[1:]``); returns its exit code. Every line
+    it writes starts with ``prog``, the name it runs as (its alias passes none: the same name)."""
     args = setup(build_parser(prog), argv)
     from samzamp.offline.rebucket import rebucket_stores
     from samzamp.offline.rebucket_job import JobRunningError, plan_rebucket, prepare
