@@ -4,4 +4,5 @@ import sys
 
 from samzamp.cli.main import main
 
-sys.exit(main())
+if __name__ == "__main__":  # imported (a walk over every module), it runs nothing
+    sys.exit(main())

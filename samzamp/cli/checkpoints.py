@@ -38,7 +38,7 @@ from samzamp.commit.checkpoint_file import (
     parse_checkpoint_file,
 )
 
-__all__ = ["build_parser", "main"]
+__all__ = ["EXIT_CODES", "build_parser", "main"]
 
 PROG = "samzamp checkpoints"
 
@@ -47,6 +47,14 @@ _OFFSETS = (
     "A line: tasknames.<task>.systems.<system>.streams.<stream>.partitions.<p>=<offset>, the task name\n"
     "with Java Properties escapes (Partition\\ 0); an unescaped space reads too."
 )
+
+
+EXIT_CODES = {
+    0: "done",
+    1: "failed: the broker or ZooKeeper cannot be reached",
+    2: "bad config or arguments; set: a line that does not parse, or a task or partition not in the job",
+    3: "set: refused, a processor of the job runs (stop it first)",
+}
 
 
 def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
@@ -60,12 +68,7 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
             f"{prog} set job.toml --from cp.json",
             f"echo 'tasknames.Partition\\ 0.systems.kafka.streams.lines.partitions.0=-1' | {prog} set job.toml --from -",
         ],
-        exit_codes={
-            0: "done",
-            1: "failed: the broker or ZooKeeper cannot be reached",
-            2: "bad config or arguments; set: a line that does not parse, or a task or partition not in the job",
-            3: "set: refused, a processor of the job runs (stop it first)",
-        },
+        exit_codes=EXIT_CODES,
     )
     sub = p.add_subparsers(dest="action", required=True, metavar="{show,set}")
     show = sub.add_parser(

@@ -1,5 +1,9 @@
 """What every samzamp command shares: ``--version``, ``--log-level`` and ``--log-format``, the job's
-config arguments, user code importable from the current directory, and failures reported on one line.
+config arguments and its settings checked as the container checks them, user code importable from the
+current directory, and failures reported on one line.
+
+A command's ``prog`` is the name it runs as, ``samzamp run``; an alias script (``samzamp-container``)
+runs as its subcommand, so every line it writes is the subcommand's.
 
 A failure a command reports is one line on stderr, ``<prog>: failed: <what>`` (or ``<prog>: <config
 error>``); its traceback goes to the log at DEBUG (``--log-level debug`` shows it). With
@@ -14,6 +18,7 @@ import logging
 import os
 import signal
 import sys
+import textwrap
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import NoReturn, Protocol, TypeVar
@@ -21,6 +26,7 @@ from typing import NoReturn, Protocol, TypeVar
 from samzamp import logs
 from samzamp._version import __version__
 from samzamp.api.errors import ConfigError, SamzampError
+from samzamp.config import JobSettings, load_config, parse_overrides, validate
 from samzamp.extras import MissingExtraError
 
 __all__ = [
@@ -32,7 +38,9 @@ __all__ = [
     "LOG_LEVELS",
     "add_job_config",
     "add_log_level",
+    "load_job",
     "new_parser",
+    "parser_actions",
     "report_failure",
     "serve_until_signalled",
     "setup",
@@ -46,6 +54,7 @@ EXIT_STATE = 3  # the job's state forbids it: none runs (status, drain), or one 
 EXIT_TIMEOUT = 4  # waited, and what was waited for did not happen in time
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+EPILOG_WIDTH = 100  # an exit code's explanation wraps here (argparse leaves the epilog as written)
 LOG_LEVEL_ENV = "SAMZAMP_LOG_LEVEL"
 LOG_FORMAT_ENV = "SAMZAMP_LOG_FORMAT"
 
@@ -57,6 +66,10 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         self.exit(EXIT_CONFIG, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+    def actions(self) -> list[argparse.Action]:
+        """Every option, positional and subparsers action, in the order they were added."""
+        return list(self._actions)
 
 
 class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
@@ -78,18 +91,34 @@ def new_parser(
     examples: Sequence[str] = (),
     exit_codes: Mapping[int, str] | None = None,
 ) -> argparse.ArgumentParser:
-    """A parser for ``prog`` with ``--version`` (prints ``<prog> <version>`` and exits 0); an argument
-    error is one line on stderr and exit 2. ``--help`` ends with the ``examples`` (command lines) and
-    the ``exit_codes``, and shows each option's default."""
+    """A parser for ``prog`` with ``--version`` (prints ``samzamp <version>`` and exits 0: one
+    distribution, one version, whichever command asks); an argument error is one line on stderr and
+    exit 2. ``--help`` ends with the ``examples`` (command lines) and the ``exit_codes``, and shows
+    each option's default. Its subparsers (``add_subparsers``) are built the same way."""
     epilog = ""
     if examples:
         epilog += "examples:\n" + "".join(f"  {line}\n" for line in examples)
     if exit_codes:
         epilog += ("\n" if epilog else "") + "exit codes:\n"
-        epilog += "".join(f"  {code:<4} {what}\n" for code, what in sorted(exit_codes.items()))
+        epilog += "".join(
+            textwrap.fill(
+                what, EPILOG_WIDTH, initial_indent=f"  {code:<4} ", subsequent_indent=" " * 7, break_on_hyphens=False
+            )
+            + "\n"
+            for code, what in sorted(exit_codes.items())
+        )
     p = _Parser(prog=prog, description=description, epilog=epilog or None, formatter_class=_HelpFormatter)
-    p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    p.add_argument("--version", action="version", version=f"samzamp {__version__}")
     return p
+
+
+def parser_actions(p: argparse.ArgumentParser) -> list[argparse.Action]:
+    """The actions of a parser ``new_parser`` built (argparse has no public list of them): what shell
+    completion and the docs read. TypeError for a parser built otherwise."""
+    if not isinstance(p, _Parser):
+        msg = f"parser {p.prog!r} was not built by samzamp.cli.common.new_parser"
+        raise TypeError(msg)
+    return p.actions()
 
 
 def _log_level(text: str) -> str:
@@ -117,6 +146,7 @@ def add_log_level(p: argparse.ArgumentParser, default: str) -> None:
         "--log-level",
         type=_log_level,
         default=os.environ.get(LOG_LEVEL_ENV, default),
+        choices=LOG_LEVELS,  # checked after _log_level: for shell completion, which reads choices
         metavar="{" + ",".join(LOG_LEVELS) + "}",
         help=f"log threshold, any case (default: ${LOG_LEVEL_ENV}, else {default}); DEBUG shows tracebacks",
     )
@@ -124,6 +154,7 @@ def add_log_level(p: argparse.ArgumentParser, default: str) -> None:
         "--log-format",
         type=_log_format,
         default=os.environ.get(LOG_FORMAT_ENV, "text"),
+        choices=logs.LOG_FORMATS,  # checked after _log_format: for shell completion
         metavar="{" + ",".join(logs.LOG_FORMATS) + "}",
         help=f"text, or json: one JSON object per line, for log collectors (default: ${LOG_FORMAT_ENV}, else text)",
     )
@@ -133,8 +164,20 @@ def add_job_config(p: argparse.ArgumentParser) -> None:
     """The job's TOML config and repeatable ``--set KEY=VALUE`` overrides."""
     p.add_argument("config", help="the job's TOML config")
     p.add_argument(
-        "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help="override a config key"
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a config key; repeat it for several keys (the last --set of a key wins)",
     )
+
+
+def load_job(args: argparse.Namespace) -> JobSettings:
+    """The job's settings from ``add_job_config``'s arguments, checked as the container checks them
+    before it connects to anything: every key, the serdes, and task.class imported (or app.class's
+    ``describe`` run). ConfigError names the first bad key."""
+    return validate(load_config(args.config, parse_overrides(args.overrides)))
 
 
 def user_code_from_cwd() -> None:

@@ -1,4 +1,4 @@
-"""``samzamp-drain job.toml [--run-id ID] [--wait] [--timeout S] [--set key=value]...``: drain a running job.
+"""``samzamp drain job.toml [--run-id ID] [--wait] [--timeout S]`` (alias ``samzamp-drain``): drain a running job.
 
 Writes a drain notification for the job's running deployment where the job keeps its run: its
 coordinator stream (``__samza_coordinator_<job.name>_<job.id>``), or for a standalone job
@@ -7,13 +7,13 @@ Each container of the run sees it within job.drain-monitor.poll.interval.ms, sto
 processes everything it already fetched, emits its windows, commits and exits 0. Made to run from
 cron before an upgrade, e.g.::
 
-    55 3 * * *  cd /srv/jobs && bin/samzamp-drain configs/word-count.toml --wait --timeout 600 >> drain.log 2>&1
+    55 3 * * *  cd /srv/jobs && bin/samzamp drain configs/word-count.toml --wait --timeout 600 >> drain.log 2>&1
 
 Which run: ``--run-id``, else ``app.run.id`` from the config, else the running deployment the
 container published (the one run of all a standalone job's processors). ``--run-id`` must name the
-job's current run (or
-``app.run.id``): a mistyped or old id would leave a notification nothing ever acts on. The run
-named by ``app.run.id`` may not have started yet: its container drains right after it starts.
+job's current run (or ``app.run.id``): a mistyped or old id would leave a notification nothing ever
+acts on. The run named by ``app.run.id`` may not have started yet: its container drains right after
+it starts.
 
 Idempotent: when the run already has a notification, none is added (the line says "already"); a run
 that already drained answers 0 again ("already drained"), so a cron retry after a timeout is safe.
@@ -21,14 +21,7 @@ that already drained answers 0 again ("already drained"), so a cron retry after 
 processor of the run, records the run as drained and deletes the notification: so every processor
 of the run drained), at most ``--timeout`` seconds.
 
-Prints one line. Exit codes:
-    0    drain requested (or already requested); with --wait: the run drained; the run already drained
-    1    failed: the broker (or ZooKeeper) cannot be reached, or (--wait) the run stopped without draining
-    2    bad config or arguments (one line names the key)
-    3    no running deployment found: the job never ran, its last run stopped (without a drain), or
-         --run-id names a run that is not the job's current one
-    4    --wait timed out: no container drained the run in time (is it running, with
-         job.drain-monitor.enabled?); the notification stays, so the run drains when it next polls
+Prints one line; the exit codes are in ``EXIT_CODES`` (``samzamp drain --help`` shows them).
 """
 
 from __future__ import annotations
@@ -42,13 +35,15 @@ from samzamp.cli.common import (
     EXIT_CONFIG,
     EXIT_FAILED,
     EXIT_OK,
+    EXIT_STATE,
+    EXIT_TIMEOUT,
     add_job_config,
     add_log_level,
+    load_job,
     new_parser,
     report_failure,
     setup,
 )
-from samzamp.config import load_config, parse_overrides, validate
 from samzamp.config.settings import JobSettings
 from samzamp.config.system_kinds import system_kind_names
 from samzamp.coordinator.factory import job_coordinator_factory
@@ -58,16 +53,35 @@ from samzamp.drain.notification import DRAIN_NAMESPACE, read_drain_notifications
 from samzamp.systems.factory import Place
 from samzamp.systems.registry import open_system
 
-__all__ = ["main", "open_run_view"]
+__all__ = ["EXIT_CODES", "PROG", "build_parser", "drain", "main", "open_run_view"]
 
-PROG = "samzamp-drain"
-EXIT_NO_RUN = 3
-EXIT_TIMEOUT = 4
+# The alias samzamp-drain runs as this too, so that its every line is the subcommand's.
+PROG = "samzamp drain"
+EXIT_NO_RUN = EXIT_STATE
 WAIT_POLL_S = 0.5
 
+EXIT_CODES = {
+    EXIT_OK: "drain requested (or already requested); with --wait: the run drained; the run already drained",
+    EXIT_FAILED: "failed: the broker (or ZooKeeper) cannot be reached, or (--wait) the run stopped without draining",
+    EXIT_CONFIG: "bad config or arguments (the line names the key)",
+    EXIT_NO_RUN: "no running deployment found: the job never ran, its last run stopped (without a drain), "
+    "or --run-id names a run that is not the job's current one",
+    EXIT_TIMEOUT: "--wait timed out: no container drained the run in time (is it running, with "
+    "job.drain-monitor.enabled?); the notification stays, so the run drains when it next polls",
+}
 
-def _parser() -> argparse.ArgumentParser:
-    p = new_parser(PROG, "Drain a running samzamp job, then let it stop.")
+
+def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
+    """The arguments of ``samzamp drain``: the job's config, which run, and whether to wait."""
+    p = new_parser(
+        prog,
+        "Drain a running samzamp job: its containers process what they fetched, commit and exit 0.",
+        examples=[
+            f"{prog} configs/word-count.toml",
+            f"{prog} configs/word-count.toml --wait --timeout 600",
+        ],
+        exit_codes=EXIT_CODES,
+    )
     add_job_config(p)
     p.add_argument("--run-id", help="the run to drain (default: app.run.id, else the running deployment)")
     p.add_argument("--wait", action="store_true", help="wait until the run has drained")
@@ -105,8 +119,8 @@ def _coordinator_stream(settings: JobSettings, tool: str) -> StreamRunView:
     )
 
 
-def _say(job: str, text: str, err: bool = False) -> None:
-    print(f"{PROG}: {job}: {text}", file=sys.stderr if err else sys.stdout, flush=True)
+def _say(prog: str, job: str, text: str, err: bool = False) -> None:
+    print(f"{prog}: {job}: {text}", file=sys.stderr if err else sys.stdout, flush=True)
 
 
 def _describe(run: RunRecord) -> str:
@@ -115,36 +129,40 @@ def _describe(run: RunRecord) -> str:
 
 
 def _target_run(
-    job: str, settings: JobSettings, current: RunRecord | None, run_id: str | None, where: str
+    prog: str, job: str, settings: JobSettings, current: RunRecord | None, run_id: str | None, where: str
 ) -> str | int:
     """The run to drain, or the exit code when there is none to drain."""
     configured = settings.run_id
     if run_id is not None and run_id != configured and (current is None or current.run_id != run_id):
         now = f"the current one is {current.run_id}" if current is not None else "the job has no run yet"
-        _say(job, f"no running deployment found: run {run_id} is not this job's deployment ({now})")
+        _say(prog, job, f"no running deployment found: run {run_id} is not this job's deployment ({now})")
         return EXIT_NO_RUN
     wanted = run_id or configured
     if wanted is None:
         if current is None:
-            _say(job, f"no running deployment found (the job has no run in its {where})")
+            _say(prog, job, f"no running deployment found (the job has no run in its {where})")
             return EXIT_NO_RUN
         wanted = current.run_id
     if current is not None and current.run_id == wanted:
         if current.state is RunState.DRAINED:
-            _say(job, f"run {wanted} already drained ({_describe(current)})")
+            _say(prog, job, f"run {wanted} already drained ({_describe(current)})")
             return EXIT_OK
         if current.state.ended:
-            _say(job, f"no running deployment found (last: {_describe(current)})")
+            _say(prog, job, f"no running deployment found (last: {_describe(current)})")
             return EXIT_NO_RUN
     return wanted
 
 
-def drain(settings: JobSettings, store: RunView, run_id: str | None, wait: bool, timeout: float) -> int:
+def drain(
+    settings: JobSettings, store: RunView, run_id: str | None, wait: bool, timeout: float, prog: str = PROG
+) -> int:
+    """Drain the job's run (see the module docstring); prints one line, each starting ``prog``, and
+    returns the exit code."""
     job = f"{settings.name}-{settings.id}"
     runs = store.namespace(RUN_NAMESPACE)
     notifications = store.namespace(DRAIN_NAMESPACE)
     current = read_current_run(runs) if store.exists() else None
-    target = _target_run(job, settings, current, run_id, store.where)
+    target = _target_run(prog, job, settings, current, run_id, store.where)
     if isinstance(target, int):
         return target
     store.prepare()
@@ -156,12 +174,12 @@ def drain(settings: JobSettings, store: RunView, run_id: str | None, wait: bool,
     running = current is not None and current.run_id == target
     where = "" if running else " (not running yet: it drains when it starts)"
     if not wait:
-        _say(job, f"drain {verb} for run {target}{where} (notification {notification.uuid})")
+        _say(prog, job, f"drain {verb} for run {target}{where} (notification {notification.uuid})")
         return EXIT_OK
-    return _wait(job, store, target, notification.uuid, seen=bool(mine), timeout=timeout)
+    return _wait(prog, job, store, target, notification.uuid, seen=bool(mine), timeout=timeout)
 
 
-def _wait(job: str, store: RunView, run_id: str, uuid: str, seen: bool, timeout: float) -> int:
+def _wait(prog: str, job: str, store: RunView, run_id: str, uuid: str, seen: bool, timeout: float) -> int:
     """Wait until the run drained: its record says so, or its notification, once seen, is gone (the
     container, or a standalone run's last processor, records the run as drained and then deletes its
     notifications, both after its final commits; a restarted container may replace the record with
@@ -176,15 +194,16 @@ def _wait(job: str, store: RunView, run_id: str, uuid: str, seen: bool, timeout:
         pending = any(n.run_id == run_id for n in read_drain_notifications(notifications))
         seen = seen or pending
         if (ours is not None and ours.state is RunState.DRAINED) or (seen and not pending):
-            _say(job, f"run {run_id} drained ({time.monotonic() - started:.1f} s after the request)")
+            _say(prog, job, f"run {run_id} drained ({time.monotonic() - started:.1f} s after the request)")
             return EXIT_OK
         if ours is not None and ours.state is RunState.STOPPED:
-            _say(job, f"run {run_id} stopped without draining ({_describe(ours)}); the notification stays", True)
+            _say(prog, job, f"run {run_id} stopped without draining ({_describe(ours)}); the notification stays", True)
             return EXIT_FAILED
         if time.monotonic() >= deadline:
             members = store.members()
             running = f"; {members} processor(s) of the run still running" if members is not None else ""
             _say(
+                prog,
                 job,
                 f"timed out after {timeout:g} s: run {run_id} has not drained (is its container running with "
                 f"job.drain-monitor.enabled?{running}); notification {uuid} stays",
@@ -195,19 +214,21 @@ def _wait(job: str, store: RunView, run_id: str, uuid: str, seen: bool, timeout:
 
 
 def main(argv: list[str] | None = None, prog: str = PROG) -> int:
-    args = setup(_parser(), argv)
+    """``samzamp drain`` with ``argv`` (default: ``sys.argv[1:]``); returns its exit code. Every line
+    it writes starts with ``prog``, the name it runs as (its alias passes none: the same name)."""
+    args = setup(build_parser(prog), argv)
     if args.timeout <= 0:
-        print(f"{PROG}: --timeout must be > 0, got {args.timeout:g}", file=sys.stderr)
+        print(f"{prog}: error: --timeout must be > 0, got {args.timeout:g} (see {prog} --help)", file=sys.stderr)
         return EXIT_CONFIG
     try:
-        settings = validate(load_config(args.config, parse_overrides(args.overrides)))
-        store = open_run_view(settings)
+        settings = load_job(args)
+        store = open_run_view(settings, prog)
         try:
-            return drain(settings, store, args.run_id, args.wait, args.timeout)
+            return drain(settings, store, args.run_id, args.wait, args.timeout, prog)
         finally:
             store.close()
     except Exception as e:
-        return report_failure(PROG, e)
+        return report_failure(prog, e)
 
 
 if __name__ == "__main__":

@@ -26,11 +26,11 @@ from samzamp.config import load_config, parse_overrides, validate
 from samzamp.coordinator.job_model_view import JobModelView, job_model_view
 from samzamp.model.grouper import task_order
 
-__all__ = ["build_parser", "main"]
+__all__ = ["EXIT_CODES", "build_parser", "main"]
 
 PROG = "samzamp job-model"
 
-SHOW_EXIT_CODES = {
+EXIT_CODES = {
     EXIT_OK: "shown",
     EXIT_FAILED: "the broker or ZooKeeper cannot be reached (or holds a job model another samzamp wrote)",
     EXIT_CONFIG: "bad config or arguments (the line names the key), or the zookeeper extra is missing",
@@ -39,13 +39,18 @@ SHOW_EXIT_CODES = {
 
 def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     """The parser of ``samzamp job-model``: one subparser per verb (``show``)."""
-    p = new_parser(prog, "Look at a job's model: its tasks and where they run.", examples=[f"{prog} show job.toml"])
+    p = new_parser(
+        prog,
+        "Look at a job's model: its tasks and where they run.",
+        examples=[f"{prog} show job.toml"],
+        exit_codes=EXIT_CODES,
+    )
     verbs = p.add_subparsers(dest="verb", metavar="VERB", required=True)
     show_help = new_parser(
         f"{prog} show",
         "",
         examples=[f"{prog} show job.toml", f"{prog} show job.toml --json | jq '.tasks[].name'"],
-        exit_codes=SHOW_EXIT_CODES,
+        exit_codes=EXIT_CODES,
     )
     show = verbs.add_parser(
         "show",
@@ -179,7 +184,7 @@ def _text(view: JobModelView, factor: int) -> str:
 
 
 def show(args: argparse.Namespace, prog: str) -> int:
-    """``job-model show``: the exit code (see SHOW_EXIT_CODES)."""
+    """``job-model show``: the exit code (see EXIT_CODES)."""
     try:
         settings = validate(load_config(args.config, parse_overrides(args.overrides)))
         view = job_model_view(settings)

@@ -1,8 +1,9 @@
-"""``samzamp-rebucket-stores``: move a stopped job's changelogged state to another job.elasticity.factor, with Spark.
+"""``samzamp rebucket-stores`` (alias ``samzamp-rebucket-stores``): move a stopped job's changelogged
+state to another job.elasticity.factor, with Spark.
 
 Usage::
 
-    samzamp-rebucket-stores job.toml --from-factor F1 [--build-local-stores] [--master local[*]] [--set key=value]...
+    samzamp rebucket-stores job.toml --from-factor F1 [--build-local-stores] [--master local[*]] [--set key=value]...
 
 ``job.toml`` carries the new factor (``job.elasticity.factor`` = F2); F1 is the factor the job's
 state was written with (its latest checkpoints). For every store with a changelog, the state of
@@ -19,7 +20,7 @@ messages it is about (a key in the wrong bucket is refused before anything is wr
 changelog topics have a partition per new task (grown when the broker allows it, else refused).
 
 ``--build-local-stores`` also restores the new tasks' store directories at their new markers, as
-``samzamp-restore-stores`` does, so the restart replays nothing (the directories must be where the
+``samzamp restore-stores`` does, so the restart replays nothing (the directories must be where the
 container runs; with a non-local master, on a shared file system).
 
 Prints a line per old task read, per new task written, a summary per store and one in all::
@@ -29,15 +30,7 @@ Prints a line per old task read, per new task written, a summary per store and o
     rebucketed store=counts changelog=kafka.counts-log old_tasks=2 new_tasks=4 records_read=80 keys=33 tombstones=0
     rebucketed from_factor=2 to_factor=4 stores=1 history_entries=6
 
-Exit codes:
-    0    done
-    1    failed (Kafka unreachable, a changelog ends before a cut, a write failed, Spark failed)
-    2    refused or bad config or arguments, one line says which: the same factor twice, checkpoints
-         of another factor than --from-factor, factors neither of which divides the other, a store
-         not keyed by its messages' keys, a changelog with too few partitions the broker would not
-         grow, or PySpark missing (pip install 'samzamp[offline]')
-    3    a container of the job is running, or a target store directory is held by a live process;
-         nothing was written
+The exit codes are in ``EXIT_CODES`` (``samzamp rebucket-stores --help`` shows them).
 """
 
 from __future__ import annotations
@@ -45,18 +38,39 @@ from __future__ import annotations
 import argparse
 import sys
 
-from samzamp.cli.common import add_job_config, add_log_level, new_parser, setup
+from samzamp.cli.common import EXIT_CONFIG, EXIT_FAILED, add_job_config, add_log_level, new_parser, setup
 from samzamp.cli.offline_common import EXIT_LOCKED, EXIT_OK, exit_code
 from samzamp.config import load_config, parse_overrides
 from samzamp.extras import OFFLINE, require
 
-__all__ = ["main"]
+__all__ = ["EXIT_CODES", "PROG", "build_parser", "main"]
 
-PROG = "samzamp-rebucket-stores"
+# The alias samzamp-rebucket-stores runs as this too, so that its every line is the subcommand's.
+PROG = "samzamp rebucket-stores"
+
+EXIT_CODES = {
+    EXIT_OK: "done",
+    EXIT_FAILED: "failed (Kafka unreachable, a changelog ends before a cut, a write failed, Spark failed)",
+    EXIT_CONFIG: "refused or bad config or arguments, the line says which: the same factor twice, checkpoints "
+    "of another factor than --from-factor, factors neither of which divides the other, a store not keyed by "
+    "its messages' keys, a changelog with too few partitions the broker would not grow, or PySpark missing "
+    "(pip install 'samzamp[offline]')",
+    EXIT_LOCKED: "a container of the job is running, or a target store directory is held by a live process; "
+    "nothing was written",
+}
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = new_parser(PROG, "Re-bucket a stopped job's changelogged stores to job.elasticity.factor (Spark).")
+def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
+    """The arguments of ``samzamp rebucket-stores``: the job (with the new factor), the old factor, Spark's master."""
+    p = new_parser(
+        prog,
+        "Re-bucket a stopped job's changelogged stores to job.elasticity.factor (Spark).",
+        examples=[
+            f"{prog} job.toml --from-factor 2  # job.toml sets job.elasticity.factor = 4",
+            f"{prog} job.toml --from-factor 4 --set job.elasticity.factor=2 --build-local-stores",
+        ],
+        exit_codes=EXIT_CODES,
+    )
     add_job_config(p)
     p.add_argument(
         "--from-factor", type=int, required=True, metavar="F1", help="the factor the job's state was written with"
@@ -68,7 +82,9 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None, prog: str = PROG) -> int:
-    args = setup(_parser(), argv)
+    """``samzamp rebucket-stores`` with ``argv`` (default: ``sys.argv[1:]``); returns its exit code. Every line
+    it writes starts with ``prog``, the name it runs as (its alias passes none: the same name)."""
+    args = setup(build_parser(prog), argv)
     from samzamp.offline.rebucket import rebucket_stores
     from samzamp.offline.rebucket_job import JobRunningError, plan_rebucket, prepare
     from samzamp.offline.spark_session import offline_spark
@@ -78,16 +94,16 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
         plan = plan_rebucket(load_config(args.config, parse_overrides(args.overrides)), args.from_factor)
         grown = prepare(plan, args.build_local_stores)  # refuse before Spark starts
     except JobRunningError as e:
-        print(f"{PROG}: refused: {e}", file=sys.stderr, flush=True)
+        print(f"{prog}: refused: {e}", file=sys.stderr, flush=True)
         return EXIT_LOCKED
     except Exception as e:
-        return exit_code(PROG, e)
+        return exit_code(prog, e)
 
     try:
-        with offline_spark(args.master, f"{PROG} {plan.settings.name}") as spark:
+        with offline_spark(args.master, f"{prog} {plan.settings.name}") as spark:
             result = rebucket_stores(spark, plan, args.build_local_stores, grown)
     except Exception as e:
-        return exit_code(PROG, e)
+        return exit_code(prog, e)
     for line in result.lines():
         print(line)
     sys.stdout.flush()

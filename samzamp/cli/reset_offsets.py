@@ -34,7 +34,7 @@ from samzamp.cli.job_access import JobAccess, refuse_while_running
 from samzamp.commit.checkpoint_edits import changed, partition_of, reset_offsets, write_new_offsets
 from samzamp.commit.checkpoint_file import format_line
 
-__all__ = ["STORES", "build_parser", "main"]
+__all__ = ["EXIT_CODES", "STORES", "build_parser", "main"]
 
 PROG = "samzamp reset-offsets"
 
@@ -46,6 +46,14 @@ STORES = (
     "topics (stores.<name>.changelog) and an empty job.logged.store.base.dir: a task without a checkpoint "
     "marker keeps only what its changelog and its local store directory hold"
 )
+
+
+EXIT_CODES = {
+    0: "done (with --dry-run: printed, nothing written)",
+    1: "failed: the broker or ZooKeeper cannot be reached",
+    2: "bad config or arguments (an --input the job does not read, a bad date)",
+    3: "refused: a processor of the job runs (stop it first)",
+}
 
 
 def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
@@ -60,12 +68,7 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
             f"{prog} job.toml --to-datetime 2026-11-27T06:00:00Z --input lines",
             f"{prog} job.toml --to-offset 1000 --input kafka.lines",
         ],
-        exit_codes={
-            0: "done (with --dry-run: printed, nothing written)",
-            1: "failed: the broker or ZooKeeper cannot be reached",
-            2: "bad config or arguments (an --input the job does not read, a bad date)",
-            3: "refused: a processor of the job runs (stop it first)",
-        },
+        exit_codes=EXIT_CODES,
     )
     add_job_config(p)
     to = p.add_mutually_exclusive_group(required=True)

@@ -44,9 +44,17 @@ from samzamp.commit.checkpoint import Checkpoint, written_ms
 from samzamp.commit.checkpoint_edits import partition_of
 from samzamp.drain.deployment import Deployment
 
-__all__ = ["build_parser", "main", "status_document"]
+__all__ = ["EXIT_CODES", "build_parser", "main", "status_document"]
 
 PROG = "samzamp status"
+
+
+EXIT_CODES = {
+    0: "a deployment of the job runs (running or draining)",
+    1: "failed: the broker or ZooKeeper cannot be reached",
+    2: "bad config or arguments",
+    3: "no deployment runs: never ran, stopped, drained, failed or died",
+}
 
 
 def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
@@ -65,12 +73,7 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
             f"{prog} job.toml --json | jq '.tasks[].partitions[].lag'",
             f"{prog} job.toml --set systems.kafka.bootstrap.servers=kafka:9092",
         ],
-        exit_codes={
-            0: "a deployment of the job runs (running or draining)",
-            1: "failed: the broker or ZooKeeper cannot be reached",
-            2: "bad config or arguments",
-            3: "no deployment runs: never ran, stopped, drained, failed or died",
-        },
+        exit_codes=EXIT_CODES,
     )
     add_job_config(p)
     p.add_argument("--json", action="store_true", help="print one JSON document instead of text")

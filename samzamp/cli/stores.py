@@ -29,11 +29,11 @@ from samzamp.config import load_config, parse_overrides, validate
 from samzamp.storage.dirs import StoreLockedError
 from samzamp.storage.inspect import DEFAULT_LIMIT, StoreListing, StoreNotFoundError, inspect_store
 
-__all__ = ["build_parser", "main"]
+__all__ = ["EXIT_CODES", "build_parser", "main"]
 
 PROG = "samzamp stores"
 
-INSPECT_EXIT_CODES = {
+EXIT_CODES = {
     EXIT_OK: "shown",
     EXIT_FAILED: "--key not found; or a value fails its checksum (the line names the key), or the store's "
     "files cannot be read (damaged, a format conversion cut short)",
@@ -61,6 +61,7 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
         prog,
         "Look at a job's local stores (run on the machine, and from the directory, where its tasks run).",
         examples=[f'{prog} inspect job.toml --store counts --task "Partition 0"'],
+        exit_codes=EXIT_CODES,
     )
     verbs = p.add_subparsers(dest="verb", metavar="VERB", required=True)
     inspect_help = new_parser(
@@ -72,7 +73,7 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
             f"{prog} inspect job.toml --store counts --task Partition_0 --json --limit 100000 > counts.json",
             f'{prog} inspect job.toml --store counts --task "Partition 0" --snapshot   # while the job runs',
         ],
-        exit_codes=INSPECT_EXIT_CODES,
+        exit_codes=EXIT_CODES,
     )
     inspect = verbs.add_parser(
         "inspect",
@@ -182,7 +183,7 @@ def _print(listing: StoreListing, as_json: bool) -> None:
 
 
 def inspect(args: argparse.Namespace, prog: str) -> int:
-    """``stores inspect``: the exit code (see INSPECT_EXIT_CODES)."""
+    """``stores inspect``: the exit code (see EXIT_CODES)."""
     try:
         settings = validate(load_config(args.config, parse_overrides(args.overrides)))
         listing = inspect_store(settings, args.store, args.task, key=args.key, limit=args.limit, snapshot=args.snapshot)

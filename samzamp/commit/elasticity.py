@@ -119,7 +119,7 @@ def check_state_factor(
     """ConfigError naming job.elasticity.factor if a task with changelogged stores would not find its
     state: tasks of another factor checkpointed state for its partitions after its own last
     checkpoint (or it has none). Its stores would start empty, or as they were before the other
-    factor ran. The state must be re-bucketed first (samzamp-rebucket-stores)."""
+    factor ran. The state must be re-bucketed first (samzamp rebucket-stores)."""
     if not logged_stores:
         return
     parsed = {name: parse_task_name(name) for name in last}
@@ -136,7 +136,7 @@ def check_state_factor(
                     "job.elasticity.factor",
                     f"is {me.factor}, but the job's changelogged stores were last written by tasks of factor "
                     f"{other.factor} (task {name!r} holds state that task {task.name!r} needs); re-bucket the "
-                    f"state first: samzamp-rebucket-stores job.toml --from-factor {other.factor}",
+                    f"state first: samzamp rebucket-stores job.toml --from-factor {other.factor}",
                 )
 
 

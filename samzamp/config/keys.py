@@ -188,7 +188,7 @@ KEYS: tuple[KeySpec, ...] = (
         "job.drain-monitor.enabled",
         "bool",
         True,
-        "Watch the coordinator stream for drain notifications (samzamp-drain); Samza's default is false.",
+        "Watch the coordinator stream for drain notifications (samzamp drain); Samza's default is false.",
     ),
     KeySpec(
         "job.drain-monitor.poll.interval.ms",

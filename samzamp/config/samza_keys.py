@@ -22,7 +22,7 @@ _LOG_ONLY = (
     "samzamp's metrics go to its log (metrics.log.interval.ms) and to Samza's snapshot reporter (metrics.reporters)"
 )
 _NO_CLUSTER = "samzamp runs as the process you start (one container holding every task), with no cluster manager"
-_JVM = "samzamp is a Python process; set the interpreter's options where you start samzamp-container"
+_JVM = "samzamp is a Python process; set the interpreter's options where you start samzamp run"
 
 
 def _off(*values: Any) -> Callable[[Any], bool]:

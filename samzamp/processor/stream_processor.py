@@ -65,9 +65,17 @@ from samzamp.systems.inmemory.system import InMemoryStreams
 if TYPE_CHECKING:
     from samzamp.metrics.prometheus.server import MetricsServer
 
-__all__ = ["StreamProcessor"]
+__all__ = ["StreamProcessor", "resolve_job"]
 
 log = logging.getLogger(__name__)
+
+
+def resolve_job(settings: JobSettings) -> tuple[type, JobCoordinatorFactory]:
+    """What a processor resolves from a validated config before it connects to anything: the task
+    class (task.class, or app.class's operator-graph task) and the coordinator factory (which fails
+    here when its extra is missing). ``samzamp check`` calls this too, so it checks what a start would.
+    Raises ConfigError or MissingExtraError."""
+    return job_task_class(settings), job_coordinator_factory(settings)
 
 
 class StreamProcessor:
@@ -215,9 +223,8 @@ class StreamProcessor:
         st = self.settings
         for warning in st.warnings:
             log.warning("%s", warning)
-        task_class = job_task_class(st)
         # Before anything starts: a coordinator may need an extra (zk: its ZooKeeper client).
-        coordinators = job_coordinator_factory(st)
+        task_class, coordinators = resolve_job(st)
         if st.pool_size >= 2 and issubclass(task_class, AsyncStreamTask):
             log.info(
                 "job.container.thread.pool.size applies to synchronous tasks; this AsyncStreamTask runs on the loop"

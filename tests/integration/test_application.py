@@ -75,7 +75,7 @@ def _assert_exit_2_naming(proc: subprocess.CompletedProcess[str], *names: str) -
     assert "Traceback" not in proc.stderr, proc.stderr
     assert proc.returncode == 2, f"exit {proc.returncode}\n{proc.stderr[-3000:]}"
     last = proc.stderr.strip().splitlines()[-1]
-    assert last.startswith("samzamp-container: config error: "), last
+    assert last.startswith("samzamp run: config error: "), last
     for name in names:
         assert name in last, f"{name!r} not in {last!r}"
     return last

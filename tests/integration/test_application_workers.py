@@ -41,6 +41,6 @@ samza.msg.serde = "string"
     container = Container(config, broker.bootstrap_servers, log=log)
     assert container.proc.wait(timeout=120) == 2
     last = container.log_text().strip().splitlines()[-1]
-    assert last.startswith("samzamp-container: config error: app.class: describe() of unstable_app:Unstable")
+    assert last.startswith("samzamp run: config error: app.class: describe() of unstable_app:Unstable")
     assert "built another graph in this worker" in last
     assert "starting offsets" not in container.log_text()  # no task started

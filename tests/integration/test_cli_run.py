@@ -92,7 +92,7 @@ def test_a_failing_task_is_one_line_on_stderr_and_its_traceback_only_at_debug(br
     topic = f"in-{unique}"
     seed_input(broker.bootstrap_servers, topic, 1, 3)
     expected = (
-        f"samzamp-container: failed: task 'Partition 0' failed processing SystemStreamPartition "
+        f"samzamp run: failed: task 'Partition 0' failed processing SystemStreamPartition "
         f"[kafka, {topic}, 0] offset 0: ValueError: boom at m0"
     )
 

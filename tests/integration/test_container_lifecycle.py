@@ -26,7 +26,7 @@ def test_task_exception_stops_non_zero_naming_task_ssp_offset(broker, unique, tm
     cfg = write_config(tmp_path / "job.toml", job_toml(job, "recording_tasks:FailingTask", topic, tmp_path))
     c = Container(cfg, broker.bootstrap_servers, "task.commit.ms=20", log=tmp_path / "c.log")
     assert c.proc.wait(timeout=60) == 1
-    line = [x for x in c.log_text().splitlines() if x.startswith("samzamp-container: failed")]
+    line = [x for x in c.log_text().splitlines() if x.startswith("samzamp run: failed")]
     assert len(line) == 1, c.log_text()[-2000:]
     assert "'Partition 0'" in line[0]
     assert f"SystemStreamPartition [kafka, {topic}, 0] offset 3000" in line[0]

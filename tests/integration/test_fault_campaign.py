@@ -486,11 +486,11 @@ class Campaign:
         assert flipped, f"found no moment to damage {task}'s store in 50 of its commits"
         code, log = self.exited(pid)
         where = re.escape(str(data.parent))
-        failed = [line for line in log.splitlines() if line.startswith("samzamp-container: failed:")]
+        failed = [line for line in log.splitlines() if line.startswith("samzamp run: failed:")]
         assert code == 1, f"{pid} exited {code} after {task}'s store was damaged:\n{log[-3000:]}"
         assert len(failed) == 1, log[-3000:]
         m = re.match(
-            rf"samzamp-container: failed: store 'counts' of task '{task}' in {where}: the value of key b'(w\d+)' "
+            rf"samzamp run: failed: store 'counts' of task '{task}' in {where}: the value of key b'(w\d+)' "
             rf"in {where}/data\.mdb fails its checksum",
             failed[0],
         )

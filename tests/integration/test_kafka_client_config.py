@@ -280,7 +280,7 @@ def test_a_missing_variable_exits_2_naming_the_key(tmp_path: Path, where: str) -
     assert proc.returncode == 2, proc.stderr
     assert "Traceback" not in proc.stderr
     assert proc.stderr.strip().splitlines() == [
-        f"samzamp-container: config error: systems.kafka.kafka.sasl.password: refers to environment variable "
+        f"samzamp run: config error: systems.kafka.kafka.sasl.password: refers to environment variable "
         f"{missing}, which is not set; set it (or write $${{ for a literal ${{)"
     ]
     assert "user-value-not-printed" not in proc.stdout + proc.stderr

@@ -411,7 +411,7 @@ def test_bad_arguments_exit_2(setup: Setup) -> None:
     r = _run_cli("restore_stores", str(setup.config), "--store", "nope", cwd=setup.tmp)
     assert r.returncode == 2
     assert r.stderr.strip() == (
-        "samzamp-restore-stores: config error: stores.nope: store 'nope' is not configured (stores.nope.factory); "
+        "samzamp restore-stores: config error: stores.nope: store 'nope' is not configured (stores.nope.factory); "
         "stores: counts"
     )
     r = _run_cli(

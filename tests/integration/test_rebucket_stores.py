@@ -231,7 +231,7 @@ def test_a_stateful_job_changes_its_factor_with_every_count_exact(broker: Any, u
     c = Container(cfg, bootstrap, "job.elasticity.factor=4", log=tmp_path / "f4-refused.log")
     assert c.proc.wait(timeout=120) == 2, c.log_text()[-3000:]
     assert "job.elasticity.factor" in c.log_text()
-    assert "samzamp-rebucket-stores job.toml --from-factor 2" in c.log_text()
+    assert "samzamp rebucket-stores job.toml --from-factor 2" in c.log_text()
 
     # Refusals that write nothing: the same factor, the wrong old factor, a changelog too small.
     same = _rebucket(cfg, bootstrap, "--from-factor", "2")

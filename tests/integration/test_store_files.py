@@ -152,10 +152,10 @@ def test_a_value_damaged_while_running_fails_the_task_and_is_never_served_or_cha
     assert c.proc.wait(timeout=120) == 1, c.log_text()[-3000:]
     log = c.log_text()
     where = re.escape(str(state / "counts" / "Partition_1"))
-    failed = [line for line in log.splitlines() if line.startswith("samzamp-container: failed:")]
+    failed = [line for line in log.splitlines() if line.startswith("samzamp run: failed:")]
     assert len(failed) == 1, log[-3000:]
     assert re.fullmatch(
-        rf"samzamp-container: failed: store 'counts' of task 'Partition 1' in {where}: the value of key b'w5' "
+        rf"samzamp run: failed: store 'counts' of task 'Partition 1' in {where}: the value of key b'w5' "
         rf"in {where}/data\.mdb fails its checksum \(CRC32C\): its bytes changed on disk; nothing to do: .*",
         failed[0],
     ), failed[0]
@@ -260,10 +260,10 @@ msg.serde = "string"
     produce(broker.bootstrap_servers, topic, PARTITIONS, n - n1, start=n1)
     assert c.proc.wait(timeout=120) == 1, c.log_text()[-3000:]
     log = c.log_text()
-    failed = [line for line in log.splitlines() if line.startswith("samzamp-container: failed:")]
+    failed = [line for line in log.splitlines() if line.startswith("samzamp run: failed:")]
     assert len(failed) == 1, log[-3000:]
     m = re.fullmatch(
-        r"samzamp-container: failed: store '(counts|pad)' of task 'Partition (\d)' in (\S+): "
+        r"samzamp run: failed: store '(counts|pad)' of task 'Partition (\d)' in (\S+): "
         r"no space left on its filesystem \(\d+ bytes free\) while .*; free space there.*",
         failed[0],
     )

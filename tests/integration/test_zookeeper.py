@@ -20,6 +20,7 @@ import psutil
 import pytest
 from kazoo.client import KazooClient, KazooState
 
+from samzamp import __version__
 from samzamp.api.errors import ConfigError, SystemFailureError
 from samzamp.coordinator.zk.client import CONNECT_KEY, connect, split_chroot
 from samzamp.coordinator.zk.errors import ZkProtocolError
@@ -266,18 +267,18 @@ def _cli(*args: str, env: dict[str, str] | None = None, code: str = "") -> subpr
 def test_cli_help_and_version_start_nothing() -> None:
     r = _cli("--help")
     assert r.returncode == 0, r.stderr
-    assert r.stdout.startswith("usage: samzamp-zookeeper [-h] [--version]")
-    assert "job.coordinator.zk.connect=" not in r.stdout
+    assert r.stdout.startswith("usage: samzamp zookeeper [-h] [--version]")
+    assert not [line for line in r.stdout.splitlines() if line.startswith("job.coordinator.zk.connect=")]
     r = _cli("--version")
     assert r.returncode == 0
-    assert r.stdout.startswith("samzamp-zookeeper ")
+    assert r.stdout == f"samzamp {__version__}\n"
 
 
 def test_cli_without_pyspark_exits_2_naming_the_extra() -> None:
     r = _cli(code="import sys; sys.modules['pyspark'] = None; ")  # as if it were not installed
     assert r.returncode == 2, (r.stdout, r.stderr)
     assert r.stderr == (
-        "samzamp-zookeeper: needs PySpark: pip install 'samzamp[offline]' (its jars hold the ZooKeeper server)\n"
+        "samzamp zookeeper: needs PySpark: pip install 'samzamp[offline]' (its jars hold the ZooKeeper server)\n"
     )
 
 
@@ -285,7 +286,7 @@ def test_cli_without_java_exits_1_naming_it(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k != "JAVA_HOME"} | {"PATH": str(tmp_path)}
     r = _cli(env=env)
     assert r.returncode == 1, (r.stdout, r.stderr)
-    assert r.stderr.startswith("samzamp-zookeeper: failed: the embedded ZooKeeper needs Java 17: found none in")
+    assert r.stderr.startswith("samzamp zookeeper: failed: the embedded ZooKeeper needs Java 17: found none in")
     assert r.stderr.count("\n") == 1
 
 

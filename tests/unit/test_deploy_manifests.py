@@ -206,7 +206,7 @@ def check_cronjob_drains_the_same_config(d: Deployment, tmp_path: Path) -> None:
     cron = [*d.drain_container.get("command", entrypoint), *d.drain_container["args"]]
     assert run[:2] == ["samzamp", "run"], run
     assert cron[:2] == ["samzamp", "drain"], cron
-    args = drain._parser().parse_args(cron[2:])
+    args = drain.build_parser().parse_args(cron[2:])
     assert args.config == run[2], f"the drain reads {args.config}, the processors {run[2]}"
     _config_path(d, d.processor, run[2])
     _config_path(d, d.drain_container, args.config)

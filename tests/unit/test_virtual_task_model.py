@@ -131,7 +131,7 @@ def test_state_written_under_another_factor_since_must_be_rebucketed() -> None:
     with pytest.raises(ConfigError) as e:
         check_state_factor([_task("Partition 0_1_4")], old, {"counts"})
     assert e.value.key == "job.elasticity.factor"
-    assert "samzamp-rebucket-stores job.toml --from-factor 2" in str(e.value)
+    assert "samzamp rebucket-stores job.toml --from-factor 2" in str(e.value)
     check_state_factor([_task("Partition 0_1_4")], old, set())  # no changelogged store: nothing to lose
     # Its own state, newer than the other factor's: it starts; older: the other factor's is newer state.
     check_state_factor(

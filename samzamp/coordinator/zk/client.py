@@ -138,7 +138,7 @@ def connect(connect_string: str, session_timeout_ms: int, connection_timeout_ms:
         _close_soon(client)
         raise SystemFailureError(
             f"{CONNECT_KEY}: no ZooKeeper answered at {connect_string} within {connection_timeout_ms} ms "
-            f"({CONNECTION_TIMEOUT_KEY}): start it (samzamp-zookeeper runs one on this machine) or fix the address"
+            f"({CONNECTION_TIMEOUT_KEY}): start it (samzamp zookeeper runs one on this machine) or fix the address"
         )
     if chroot:
         try:
