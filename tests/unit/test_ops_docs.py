@@ -394,3 +394,23 @@ def test_a_checkpoint_of_a_version_the_page_does_not_list_is_refused() -> None:
     raw = msgspec.json.encode({"version": "3", "checkpoint_id": "1-0", "task_name": "t", "input_offsets": []})
     with pytest.raises(CheckpointError, match="newer samzamp"):
         checkpoint.decode_checkpoint("t", raw)
+
+
+def test_every_version_the_upgrading_page_names_in_its_text_is_one_the_code_has() -> None:
+    """Outside the table too: "a version 2 checkpoint", "store format 1 to 2"."""
+    known = {"checkpoint": set(_tags(checkpoint.Checkpoint)), "store": {str(f) for f in checksum.FORMATS}}
+    fenced = {n for b in blocks(PAGES[1]) for n in range(b.line - 1, b.line + b.body.count("\n") + 1)}
+    text = PAGES[1].read_text(encoding="utf-8").splitlines()
+    prose = " ".join(line for n, line in enumerate(text, start=1) if n not in fenced and not line.startswith("|"))
+    found = 0
+    # (A job model's version, in a log line the page quotes, counts rebalances: not a format's.)
+    for m in re.finditer(r"(?<!model )\b(?:version|format) (\d+)(?: to (\d+))?", prose):
+        around = prose[max(0, m.start() - 40) : m.end() + 40]
+        kinds = [k for k in known if k in around]
+        assert kinds, f"docs/upgrading.md: {m[0]!r}: a version of what? ({around!r})"
+        for number in filter(None, m.groups()):
+            assert number in known[kinds[0]], (
+                f"docs/upgrading.md: {m[0]!r} ({kinds[0]}): the code has {known[kinds[0]]}"
+            )
+            found += 1
+    assert found, "the page names no version in its text"
