@@ -34,6 +34,7 @@ from samzamp.coordinator.metadata_store import CoordinatorStreamStore, MetadataS
 
 __all__ = [
     "RUN_NAMESPACE",
+    "RunAlreadyDrained",
     "RunProcessor",
     "RunRecord",
     "RunState",
@@ -112,12 +113,29 @@ def read_current_run(store: MetadataStore) -> RunRecord | None:
         return None  # written by another version: as if no run were known
 
 
+class RunAlreadyDrained(Exception):
+    """The configured run (app.run.id) drained: it is over, and a process started for it has nothing to do."""
+
+    def __init__(self, record: RunRecord) -> None:
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(record.updated_ms / 1000))
+        super().__init__(
+            f"run {record.run_id} (app.run.id) drained at {when}: the run is over, so nothing is processed; "
+            "a new deployment needs a new app.run.id"
+        )
+        self.record = record
+
+
 def start_run(store: MetadataStore, configured: str | None, others: int = 0) -> tuple[RunRecord, str]:
     """Publish this container's run (state RUNNING); returns it and how its id was chosen.
 
     ``others``: how many other processes run the job now (standalone); when there are any, this
-    one joins their run, the one in the record (Samza's RunIdGenerator: only the first generates)."""
+    one joins their run, the one in the record (Samza's RunIdGenerator: only the first generates).
+    Raises RunAlreadyDrained, writing nothing, when ``configured`` names a run that drained: a
+    supervisor that restarts whatever exits (a Kubernetes StatefulSet) must not start a drained
+    deployment over again."""
     previous = read_current_run(store)
+    if configured and previous is not None and previous.run_id == configured and previous.state is RunState.DRAINED:
+        raise RunAlreadyDrained(previous)
     if configured:
         run_id, how = configured, "app.run.id"
     elif others and previous is not None:

@@ -46,7 +46,7 @@ from samzamp.coordinator.factory import job_coordinator_factory
 from samzamp.coordinator.job_coordinator import JobCoordinator, JobCoordinatorFactory, MembershipExpired
 from samzamp.coordinator.job_model_calculator import JobModelCalculator
 from samzamp.coordinator.metadata_store import CoordinatorStreamStore
-from samzamp.coordinator.run_id import RunRecord, Runs, RunState
+from samzamp.coordinator.run_id import RunAlreadyDrained, RunRecord, Runs, RunState
 from samzamp.dispatch.process.pool import WorkerPool
 from samzamp.drain.monitor import DrainMonitor
 from samzamp.drain.notification import DRAIN_NAMESPACE, cleanup
@@ -245,7 +245,12 @@ class StreamProcessor:
             )
             await asyncio.to_thread(systems.create_streams)
             await asyncio.to_thread(checkpoints.create_topic)
-            metadata = await self._start_run(coordinators)
+            try:
+                metadata = await self._start_run(coordinators)
+            except RunAlreadyDrained as e:
+                log.warning("%s", e)
+                self.drained = True
+                return
             assert self.run_record is not None
             reporters = await asyncio.to_thread(metrics_reporters, st, self.metrics, systems, self._run_id)
             self.reporting = Reporting(reporters)

@@ -303,6 +303,15 @@ def test_a_notification_written_before_start_drains_right_after_start(broker, un
     done = run_drain(cfg, bootstrap, "--set", f"app.run.id={run}", "--wait", "--timeout", "5")
     assert done.returncode == 0, (done.stdout, done.stderr)
     assert f"run {run} already drained" in done.stdout
+    # A drained run is over: a container a supervisor starts for it again (a StatefulSet restarts
+    # whatever exits) processes nothing and exits 0, and the run stays drained.
+    again = Container(cfg, bootstrap, FAST_MONITOR, f"app.run.id={run}", log=tmp_path / "again.log")
+    assert again.proc.wait(timeout=60) == 0, again.log_text()[-3000:]
+    assert f"run {run} (app.run.id) drained at " in again.log_text()
+    assert count_lines(rec) == 0
+    assert count_lines(rec, "D ") == PARTITIONS  # no task started again
+    still = run_drain(cfg, bootstrap, "--set", f"app.run.id={run}", "--wait", "--timeout", "5")
+    assert f"run {run} already drained" in still.stdout, (still.stdout, still.stderr)
 
 
 def test_a_container_restarted_in_the_middle_of_a_drain_drains_at_once(broker, unique, tmp_path) -> None:

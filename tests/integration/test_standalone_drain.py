@@ -10,12 +10,13 @@ import re
 from collections import Counter
 from pathlib import Path
 
+import pytest
 from kafka_util import create_topic, produce, read_checkpoints, run_drain, wait_until
 from kazoo.client import KazooClient
 from standalone_util import InputFlow, Processor, ZkView, missing_offsets, ownership_records, standalone_config
 
 from samzamp.config.standalone import ZkSettings
-from samzamp.coordinator.run_id import RUN_NAMESPACE, RunRecord, RunState, read_current_run
+from samzamp.coordinator.run_id import RUN_NAMESPACE, RunAlreadyDrained, RunRecord, RunState, read_current_run
 from samzamp.coordinator.zk.client import connect
 from samzamp.coordinator.zk.keys import ZkKeys, ensure_root
 from samzamp.coordinator.zk.metadata_store import ZkMetadataStores
@@ -271,8 +272,19 @@ def test_the_run_id_rule_and_a_new_session(zookeeper, unique) -> None:
         rd, how = d.start(None)
         assert how == "generated"
         assert rd.run_id != ra.run_id
-        d.end(rd, RunState.STOPPED)
+        d.end(rd, RunState.DRAINED)
     finally:
         d.close()
+    # A drained run is over: a processor started for it (app.run.id) is refused and never joins it.
+    e, _ = runs()
+    try:
+        with pytest.raises(RunAlreadyDrained):
+            e.start(rd.run_id)
+        assert not run_members(view, keys)
+        record = read_current_run(store)
+        assert record is not None
+        assert (record.run_id, record.state) == (rd.run_id, RunState.DRAINED)
+    finally:
+        e.close()
         view.stop()
         view.close()

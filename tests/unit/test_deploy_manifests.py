@@ -214,6 +214,15 @@ def check_cronjob_drains_the_same_config(d: Deployment, tmp_path: Path) -> None:
     deadline = d.kind("CronJob")["spec"]["jobTemplate"]["spec"]["activeDeadlineSeconds"]
     assert args.timeout < deadline, "Kubernetes would kill the drain before it reports its own timeout"
     assert d.drain_container["image"] == d.processor["image"]
+    # The drain finds the run the processors run: same job, same ZooKeeper, same app.run.id.
+    name = d.kind("StatefulSet")["metadata"]["name"]
+    processors = _config(d, tmp_path, d.processor, f"{name}-0")[1]
+    drainer = _config(d, tmp_path, d.drain_container, f"{name}-drain")[1]
+    for what in ("name", "id", "run_id"):
+        assert getattr(drainer, what) == getattr(processors, what), f"the drain's {what} is not the processors'"
+    assert processors.zk is not None
+    assert drainer.zk is not None
+    assert drainer.zk.connect == processors.zk.connect, "the drain looks for the run in another ZooKeeper"
 
 
 def check_containers_run_as_non_root(d: Deployment, tmp_path: Path) -> None:
@@ -311,8 +320,8 @@ def _docker(d: Deployment, old: str, new: str) -> None:
     d.dockerfile = d.dockerfile.replace(old, new)
 
 
-def _env(d: Deployment, name: str, value: str) -> None:
-    for var in d.processor["env"]:
+def _env(d: Deployment, name: str, value: str, container: str = "processor") -> None:
+    for var in (d.processor if container == "processor" else d.drain_container)["env"]:
         if var["name"] == name:
             var.clear()
             var.update(name=name, value=value)
@@ -321,6 +330,10 @@ def _env(d: Deployment, name: str, value: str) -> None:
 # A manifest broken in one way, and the check that must notice it.
 BROKEN: dict[str, tuple[Callable[[Deployment, Path], None], Callable[[Deployment], None]]] = {
     "unknown key": (check_job_config_validates, lambda d: _toml(d, "shutdown.ms =", "shutdown.mss =")),
+    "drain of another run": (
+        check_cronjob_drains_the_same_config,
+        lambda d: _env(d, "SAMZAMP_RUN_ID", "2026-01-01-1", container="drain"),
+    ),
     "env var the pod lacks": (
         check_job_config_validates,
         lambda d: _toml(d, '"${SAMZAMP_ZK_CONNECT}"', '"${SAMZAMP_ZK}"'),

@@ -25,7 +25,14 @@ from samzamp import (
 from samzamp.commit.checkpoint import decode_checkpoint
 from samzamp.config import load_config, validate
 from samzamp.coordinator.metadata_store import CoordinatorStreamStore, decode_coordinator_key
-from samzamp.coordinator.run_id import RUN_NAMESPACE, RunState, end_run, read_current_run, start_run
+from samzamp.coordinator.run_id import (
+    RUN_NAMESPACE,
+    RunAlreadyDrained,
+    RunState,
+    end_run,
+    read_current_run,
+    start_run,
+)
 from samzamp.drain import (
     DRAIN_NAMESPACE,
     DrainNotification,
@@ -166,6 +173,12 @@ def test_run_ids_continue_after_a_crash_and_change_after_a_clean_stop() -> None:
     assert current is not None
     assert current.state is RunState.DRAINED
     assert start_run(runs, "fixed")[0].run_id == "fixed"  # app.run.id wins
+    # A configured run that drained is over: starting it again writes nothing and says so.
+    end_run(runs, read_current_run(runs), RunState.DRAINED)  # type: ignore[arg-type]
+    with pytest.raises(RunAlreadyDrained, match=r"run fixed \(app.run.id\) drained at .*a new deployment needs a new"):
+        start_run(runs, "fixed")
+    assert read_current_run(runs).state is RunState.DRAINED  # type: ignore[union-attr]
+    assert start_run(runs, "next")[0].run_id == "next"
 
 
 # -- monitor -----------------------------------------------------------------------------------

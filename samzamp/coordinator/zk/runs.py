@@ -47,7 +47,15 @@ from kazoo.recipe.lock import Lock
 from samzamp.api.errors import SystemFailureError
 from samzamp.config.standalone import ZkSettings
 from samzamp.coordinator.metadata_store import MetadataStore
-from samzamp.coordinator.run_id import RUN_NAMESPACE, RunProcessor, RunRecord, RunState, end_run, start_run
+from samzamp.coordinator.run_id import (
+    RUN_NAMESPACE,
+    RunAlreadyDrained,
+    RunProcessor,
+    RunRecord,
+    RunState,
+    end_run,
+    start_run,
+)
 from samzamp.coordinator.zk.client import connect
 from samzamp.coordinator.zk.keys import ZkKeys, ensure_root
 from samzamp.coordinator.zk.metadata_store import ZkMetadataStores
@@ -131,7 +139,11 @@ class ZkRuns:
         with self._locked("joining the run"):
             self._register()
             others = len(self._others())
-            return start_run(self.namespace(RUN_NAMESPACE), configured, others)
+            try:
+                return start_run(self.namespace(RUN_NAMESPACE), configured, others)
+            except RunAlreadyDrained:
+                self._unregister()  # never a member of a run that is over
+                raise
 
     def end(self, record: RunRecord, state: RunState) -> tuple[RunRecord, int]:
         """Leave the run; the last member also records ``state`` (see ``Runs.end``)."""
