@@ -65,17 +65,18 @@ def input_partitions(settings: JobSettings, admins: dict[str, SystemAdmin]) -> l
 
 
 def tasks_over_inputs(
-    settings: JobSettings, admins: dict[str, SystemAdmin], known: TaskHistory
+    settings: JobSettings, admins: dict[str, SystemAdmin], known: TaskHistory, factor: int | None = None
 ) -> tuple[JobModel, TaskHistory]:
     """Step 1 of ``JobModelCalculator.calculate``: the job model over the inputs' partitions now
-    (as ``admins`` see them) given the task history ``known``, and the history it implies."""
+    (as ``admins`` see them) given the task history ``known``, and the history it implies; at
+    elasticity factor ``factor`` (default: job.elasticity.factor; re-bucketing asks for another)."""
     st = settings
     model, history = job_model(
         st.grouper,
         input_partitions(st, admins),
         known,
         expansion=st.input_expansion,
-        factor=st.elasticity_factor,
+        factor=st.elasticity_factor if factor is None else factor,
         broadcast=st.task.broadcast_inputs,
     )
     if st.application is not None and st.application.feeds:

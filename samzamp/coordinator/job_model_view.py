@@ -22,7 +22,7 @@ from samzamp.coordinator.factory import job_coordinator_factory
 from samzamp.coordinator.job_model_calculator import preview_job_model
 from samzamp.coordinator.metadata_store import CoordinatorStreamStore
 from samzamp.model.job_model import JobModel
-from samzamp.systems.base import SystemAdmin
+from samzamp.systems.base import ReadOnlyProducer, SystemAdmin
 from samzamp.systems.factory import Place
 from samzamp.systems.registry import open_system
 
@@ -81,27 +81,6 @@ def _shared_system(settings: JobSettings, system: str, key: str) -> None:
         )
 
 
-class _NoWrites:
-    """The producer of a coordinator stream that is only read: a write would be a bug."""
-
-    def send(
-        self, stream: str, key: bytes | None, value: bytes | None, partition: int | None, partition_key: bytes | None
-    ) -> None:
-        raise AssertionError(f"job-model show wrote to {stream}: it only reads")
-
-    def keyed_sender(self, stream: str) -> None:
-        return None
-
-    def flush(self, timeout_s: float) -> int:
-        return 0
-
-    def take_errors(self) -> list[str]:
-        return []
-
-    def stop(self) -> None:
-        pass
-
-
 def _computed(settings: JobSettings) -> tuple[JobModel, bool, list[str]]:
     """The model a container would compute now, whether the task history was found, and the inputs missing."""
     coordinator = settings.coordinator_system
@@ -114,7 +93,9 @@ def _computed(settings: JobSettings) -> tuple[JobModel, bool, list[str]]:
     try:
         for name in systems:
             admins[name] = open_system(settings, name, place).admin()
-        metadata = CoordinatorStreamStore(admins[coordinator], _NoWrites(), settings.coordinator_topic)
+        metadata = CoordinatorStreamStore(
+            admins[coordinator], ReadOnlyProducer("job-model show"), settings.coordinator_topic
+        )
         model, found = preview_job_model(settings, admins, metadata)
         missing = []
         for ss in settings.task.inputs:

@@ -23,13 +23,13 @@ from samzamp.config.config import Config
 from samzamp.config.schema import check_keys
 from samzamp.config.settings import JobSettings
 from samzamp.config.system_kinds import system_kind_names
-from samzamp.coordinator.job_model_calculator import input_partitions, job_model
+from samzamp.coordinator.job_model_calculator import tasks_over_inputs
 from samzamp.coordinator.metadata_store import CoordinatorStreamStore
 from samzamp.coordinator.task_history import CHANGELOG_NAMESPACE, SSP_NAMESPACE, TaskHistory, read_task_history
 from samzamp.model.job_model import JobModel
 from samzamp.offline.changelog import ChangelogSource
 from samzamp.storage.dirs import store_dir
-from samzamp.systems.base import SystemAdmin
+from samzamp.systems.base import ReadOnlyProducer, SystemAdmin
 from samzamp.systems.kafka import KafkaClientSettings, KafkaSystemAdmin
 
 if TYPE_CHECKING:
@@ -159,14 +159,7 @@ def resolve_model(settings: JobSettings, factor: int | None = None) -> tuple[Job
         if ss.stream not in admin.partition_counts([ss.stream]):
             raise OfflineError(f"input stream {ss} does not exist, so the job's tasks cannot be known")
     known = _task_history(settings)
-    model, implied = job_model(
-        settings.grouper,
-        input_partitions(settings, admins),
-        known,
-        expansion=settings.input_expansion,
-        factor=settings.elasticity_factor if factor is None else factor,
-        broadcast=settings.task.broadcast_inputs,
-    )
+    model, implied = tasks_over_inputs(settings, admins, known, factor)
     return model, known, implied
 
 
@@ -176,31 +169,10 @@ def _task_history(settings: JobSettings) -> TaskHistory:
     if not settings.systems[system].kind.offline:
         return TaskHistory()
     admin = KafkaSystemAdmin(kafka_clients(settings, system, "read the job's task history"))
-    metadata = CoordinatorStreamStore(admin, _NoProducer(), settings.coordinator_topic)
+    metadata = CoordinatorStreamStore(admin, ReadOnlyProducer("an offline job"), settings.coordinator_topic)
     if not metadata.exists():
         return TaskHistory()
     return read_task_history(metadata.namespace(CHANGELOG_NAMESPACE), metadata.namespace(SSP_NAMESPACE))
-
-
-class _NoProducer:
-    """The checkpoint manager's producer for a job that only reads checkpoints: it never writes one."""
-
-    def send(
-        self, stream: str, key: bytes | None, value: bytes | None, partition: int | None, partition_key: bytes | None
-    ) -> None:
-        raise OfflineError("offline jobs never write checkpoints")
-
-    def keyed_sender(self, stream: str) -> None:
-        return None
-
-    def flush(self, timeout_s: float) -> int:
-        return 0
-
-    def take_errors(self) -> list[str]:
-        return []
-
-    def stop(self) -> None:
-        pass
 
 
 def read_last_checkpoints(s: JobSettings) -> dict[str, Checkpoint]:
@@ -215,7 +187,11 @@ def read_last_checkpoints(s: JobSettings) -> dict[str, Checkpoint]:
     if s.checkpoint_topic not in admin.partition_counts([s.checkpoint_topic]):
         return {}
     manager = TopicCheckpointManager(
-        admin, _NoProducer(), s.checkpoint_topic, s.grouper, validate_grouper=s.checkpoint_validation
+        admin,
+        ReadOnlyProducer("an offline job"),
+        s.checkpoint_topic,
+        s.grouper,
+        validate_grouper=s.checkpoint_validation,
     )
     return manager.read_last_checkpoints()
 

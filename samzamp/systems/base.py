@@ -24,6 +24,7 @@ __all__ = [
     "OLDEST",
     "UPCOMING",
     "RawMessage",
+    "ReadOnlyProducer",
     "StartOffset",
     "SystemAdmin",
     "SystemConsumer",
@@ -143,3 +144,28 @@ class GroupOffsetCommitter(Protocol):
 
     def stop(self, timeout_s: float) -> None:
         """Wait up to ``timeout_s`` for the commits in flight, then let the client go."""
+
+
+class ReadOnlyProducer:
+    """The producer of a reader that must never write (a tool that reads checkpoints or the
+    coordinator stream): every send raises, naming ``who``; the rest does nothing."""
+
+    def __init__(self, who: str) -> None:
+        self._who = who
+
+    def send(
+        self, stream: str, key: bytes | None, value: bytes | None, partition: int | None, partition_key: bytes | None
+    ) -> None:
+        raise RuntimeError(f"{self._who} only reads, yet wrote to {stream}")
+
+    def keyed_sender(self, stream: str) -> None:
+        return None
+
+    def flush(self, timeout_s: float) -> int:
+        return 0
+
+    def take_errors(self) -> list[str]:
+        return []
+
+    def stop(self) -> None:
+        pass

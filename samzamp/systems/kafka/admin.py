@@ -83,6 +83,17 @@ class KafkaSystemAdmin:
                 f"system {self._system!r}: cannot grow stream {stream!r} to {partitions} partitions: {reason}"
             ) from None
 
+    def _eof_reader(self) -> Any:
+        """A consumer that reads a partition forward to its end (the EOF event), fetching eagerly."""
+        return Consumer(
+            client_config(
+                self._clients,
+                "end-offsets",
+                defaults={"group.id": "samzamp-end-offsets", "fetch.wait.max.ms": 10},
+                owned=EOF_READER,
+            )
+        )
+
     def end_offsets(self, ssps: list[SystemStreamPartition]) -> dict[SystemStreamPartition, int]:
         """Exact high watermarks, found by reading to the partition-EOF event.
 
@@ -92,14 +103,7 @@ class KafkaSystemAdmin:
         """
         if not ssps:
             return {}
-        consumer = Consumer(
-            client_config(
-                self._clients,
-                "end-offsets",
-                defaults={"group.id": "samzamp-end-offsets", "fetch.wait.max.ms": 10},
-                owned=EOF_READER,
-            )
-        )
+        consumer = self._eof_reader()
         try:
             tps = []
             for ssp in ssps:
@@ -157,14 +161,7 @@ class KafkaSystemAdmin:
         """
         if not ssps:
             return {}
-        consumer = Consumer(
-            client_config(
-                self._clients,
-                "end-offsets",
-                defaults={"group.id": "samzamp-end-offsets", "fetch.wait.max.ms": 10},
-                owned=EOF_READER,
-            )
-        )
+        consumer = self._eof_reader()
         try:
             try:
                 found = consumer.offsets_for_times(
