@@ -310,7 +310,7 @@ def test_an_unreachable_zookeeper_fails_within_the_connection_timeout_naming_the
     message = str(failed.value)
     assert message.startswith(f"{CONNECT_KEY}: no ZooKeeper answered at {address} within 2000 ms"), message
     assert "job.coordinator.zk.connection.timeout.ms" in message
-    assert "samzamp-zookeeper" in message
+    assert "samzamp zookeeper" in message
     assert set(threading.enumerate()) == threads, "a thread of the failed client lingers"
 
 
