@@ -358,14 +358,26 @@ WAITS = {
 }
 
 
+def is_engine(file: str) -> bool:
+    """A frame of samzamp's loop code: samzamp/, but not its command-line entry (samzamp/cli/), whose
+    frames sit at the root of every stack of the main thread."""
+    return file.startswith("samzamp/") and not file.startswith("samzamp/cli/")
+
+
 def profile_summary(raw: str, top: int = 25, drop_waits: bool = False) -> str:
     """A text summary of py-spy's raw (collapsed) stacks: samples by thread; the top functions by own
-    samples (the innermost frame) and by cumulative samples (anywhere in the stack, once per sample);
-    own samples by file. With ``drop_waits``, samples of a thread waiting (a frame in WAITS) are left out."""
+    samples (the innermost frame); by *own + callees outside samzamp* (each sample charged to its
+    innermost samzamp frame: what a samzamp function costs with the library and C code it calls); by
+    cumulative samples (anywhere in the stack, once per sample; samzamp's loop code and native
+    libraries only, the wrappers every stack shares left out); the top lines by own samples; own
+    samples by file. With
+    ``drop_waits``, samples of a thread waiting (a frame in WAITS) are left out."""
     own: Counter[tuple[str, str]] = Counter()
+    charged: Counter[tuple[str, str]] = Counter()
     cum: Counter[tuple[str, str]] = Counter()
     by_file: Counter[str] = Counter()
     by_thread: Counter[str] = Counter()
+    own_lines: Counter[str] = Counter()
     total = waiting = 0
     for line in raw.splitlines():
         stack, _, count_s = line.rpartition(" ")
@@ -387,9 +399,12 @@ def profile_summary(raw: str, top: int = 25, drop_waits: bool = False) -> str:
         total += count
         by_thread[thread_root(thread, keys)] += count
         own[keys[-1]] += count
+        own_lines[frames[-1].strip()] += count
+        charged[next((k for k in reversed(keys) if is_engine(k[1])), keys[-1])] += count
         by_file[keys[-1][1]] += count
         for k in set(keys):
-            cum[k] += count
+            if is_engine(k[1]) or ".so" in k[1]:
+                cum[k] += count
 
     def pct(c: int) -> str:
         return f"{c:>7} {c / total:6.1%}"
@@ -404,7 +419,12 @@ def profile_summary(raw: str, top: int = 25, drop_waits: bool = False) -> str:
         lines[0] += f"; {waiting} more left out as waiting (a frame in WAITS: a lock, a condition, epoll, the GIL)"
     lines += ["", "by thread (its outermost frame)"] + [f"{pct(c)}  {t}" for t, c in by_thread.most_common(10)]
     lines += [""] + table(f"top {top} by own time", own)
-    lines += [""] + table(f"top {top} by cumulative time", cum)
+    lines += [""] + table(
+        f"top {top} by own time + callees outside samzamp (charged to the innermost samzamp frame)", charged
+    )
+    lines += [""] + table(f"top {top} by cumulative time (samzamp loop code and native libraries)", cum)
+    lines += ["", f"top {top} lines by own time (function (file:line))"]
+    lines += [f"{pct(c)}  {f}" for f, c in own_lines.most_common(top)]
     lines += ["", "own time by file"] + [f"{pct(c)}  {f}" for f, c in by_file.most_common(20)]
     return "\n".join(lines) + "\n"
 
