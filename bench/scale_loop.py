@@ -66,6 +66,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -437,15 +438,17 @@ def thread_root(thread: str, keys: list[tuple[str, str]]) -> str:
     return f"{name}: {first}" if name else first
 
 
-def profile_runs(runs: int, n: int, bs: str, workdir: Path, out: Path, native: bool) -> None:
-    """``runs`` runs of no-op, 4 partitions under py-spy (Python frames, nonblocking), and with
-    ``native`` as many again with native frames; the summaries of both go to ``out``, the raw stacks
-    beside it."""
+def profile_runs(
+    run: Callable[[str, Path], RunFigures], what: str, runs: int, n: int, workdir: Path, out: Path, native: bool
+) -> None:
+    """``runs`` runs of ``run(tag, profile_to)`` (a container of ``what``, recorded by py-spy into
+    ``profile_to``) with Python frames (nonblocking), and with ``native`` as many again with native
+    frames; the summaries of both go to ``out``, the raw stacks beside it."""
     out.parent.mkdir(parents=True, exist_ok=True)
     modes = [("python", ["--nonblocking"])] + ([("native", ["--native"])] if native else [])
     parts = [
-        f"# Profile of the loop process (the container's main process, workers apart): no-op task, pool {POOL},",
-        f"# 4 partitions, {n:,} messages per run, embedded broker, {os.cpu_count()} cpus.",
+        f"# Profile of the loop process (the container's main process, workers apart): {what},",
+        f"# {n:,} messages per run, embedded broker, {os.cpu_count()} cpus.",
         f"# Made by: {' '.join(['.venv/bin/python', *sys.argv])}",
         "# Own = the innermost frame; cumulative = anywhere in the stack (once per sample).",
         "",
@@ -456,7 +459,7 @@ def profile_runs(runs: int, n: int, bs: str, workdir: Path, out: Path, native: b
         figures = []
         for i in range(runs):
             part = workdir / f"profile-{mode}-{i}.txt"
-            fig = run_shape(SHAPES[0], f"profile-{mode}-{i}", n, bs, workdir, profile_to=part)
+            fig = run(f"profile-{mode}-{i}", part)
             if not part.exists():
                 raise SystemExit(f"py-spy wrote no {part}")
             merged += part.read_text().splitlines()
@@ -535,7 +538,16 @@ def main(argv: list[str] | None = None) -> int:
                         flush=True,
                     )
             if args.profile:
-                profile_runs(args.profile_runs, n, bs, Path(tmp), Path(args.profile).resolve(), args.profile_native)
+                workdir = Path(tmp)
+                profile_runs(
+                    lambda tag, to: run_shape(SHAPES[0], tag, n, bs, workdir, profile_to=to),
+                    f"no-op task, pool {POOL}, 4 partitions",
+                    args.profile_runs,
+                    n,
+                    workdir,
+                    Path(args.profile).resolve(),
+                    args.profile_native,
+                )
     finally:
         broker.stop()
     if reps:

@@ -34,7 +34,11 @@ stopped with SIGTERM and must exit 0. Per run:
 
 Printed: each run, then per contender the medians over ``--repeat`` rounds and the ratios by round.
 
-    .venv/bin/python bench/scale_tasks.py [--messages N] [--repeat R] [--quick]
+With ``--profile FILE``, after the rounds, ``--profile-runs`` more runs of 4,096 tasks are recorded with
+py-spy (bench/scale_loop.py's profile_runs: the main process, Python frames, 10% to 90% of the
+outputs) and FILE gets the summary. Those runs count in no figure.
+
+    .venv/bin/python bench/scale_tasks.py [--messages N] [--repeat R] [--quick] [--profile FILE]
 """
 
 from __future__ import annotations
@@ -49,7 +53,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import noop
-from scale_loop import RunFigures, delete_topics, job_toml, run_container
+from scale_loop import RunFigures, delete_topics, job_toml, profile_runs, run_container
 
 from samzamp.systems.kafka import EmbeddedBroker
 
@@ -77,13 +81,15 @@ SHAPES = [
 BASE = SHAPES[0].label
 
 
-def run_shape(shape: Shape, rep: int, n: int, bs: str, workdir: Path) -> RunFigures:
+def run_shape(
+    shape: Shape, rep: int | str, n: int, bs: str, workdir: Path, profile_to: Path | None = None
+) -> RunFigures:
     out = f"bench-scale-tasks-out-{rep}-{shape.tasks}"
     name = f"bench-scale-tasks-{rep}"
     config = job_toml("noop", shape.input_topic, out, f"{shape.tasks}-{os.getpid()}", factor=shape.factor, name=name)
     noop.create_topics(bs, [out])
     try:
-        return run_container(config, out, n, bs, workdir, label=shape.label)
+        return run_container(config, out, n, bs, workdir, profile_to, label=shape.label)
     finally:
         delete_topics(bs, [out])
 
@@ -93,6 +99,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--messages", type=int, default=600_000, help="input messages per topic (default 600,000)")
     ap.add_argument("--repeat", type=int, default=5, help="rounds, order alternating; medians reported (default 5)")
     ap.add_argument("--quick", action="store_true", help="a smoke check: 150,000 messages, 1 round")
+    ap.add_argument("--profile", metavar="FILE", help="after the rounds, profile the 4,096-task loop into FILE")
+    ap.add_argument("--profile-runs", type=int, default=2, help="runs recorded for --profile (default 2)")
     ap.add_argument(
         "--set", action="append", default=[], metavar="KEY=VALUE", help="a config override for every container"
     )
@@ -100,8 +108,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         args.messages, args.repeat = 150_000, 1
     n, reps = args.messages, args.repeat
-    if n < 1000 or reps < 1:
-        ap.error("--messages must be >= 1000 and --repeat >= 1")
+    if n < 1000 or reps < 0:
+        ap.error("--messages must be >= 1000 and --repeat >= 0")
     noop.EXTRA_SETS.extend(args.set)
     noop.set_fetch_queue_backoff(10)
     print(f"command: {' '.join(['.venv/bin/python', *sys.argv])}")
@@ -134,9 +142,21 @@ def main(argv: list[str] | None = None) -> int:
                         f"SIGTERM -> exit 0 in {fig.shutdown_s:.2f} s",
                         flush=True,
                     )
+            if args.profile:
+                workdir = Path(tmp)
+                profile_runs(
+                    lambda tag, to: run_shape(SHAPES[-1], tag, n, bs, workdir, profile_to=to),
+                    f"no-op task, pool 2, {SHAPES[-1].label}",
+                    args.profile_runs,
+                    n,
+                    workdir,
+                    Path(args.profile).resolve(),
+                    native=False,
+                )
     finally:
         broker.stop()
-    report(results, n, reps)
+    if reps:
+        report(results, n, reps)
     return 0
 
 
