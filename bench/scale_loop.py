@@ -40,8 +40,8 @@ Also printed, per contender: the loop's µs/msg by thread of the main process ov
 (/proc/<pid>/task/*/schedstat, by thread name: "python" is every Python thread, the run loop's and the
 fetch thread's alike, since Python 3.11 names no OS thread; "rdk:*" are librdkafka's own).
 
-With ``--profile FILE``, after the rounds, ``--profile-runs`` more runs of "no-op, 4 partitions" are
-recorded with py-spy (its main process only, workers apart, from 10% to 90% of the outputs: ``py-spy
+With ``--profile FILE``, after the rounds, ``--profile-runs`` more runs of the first contender ("no-op, 4
+partitions", or the first that ``--only`` picks) are recorded with py-spy (its main process only, workers apart, from 10% to 90% of the outputs: ``py-spy
 record --pid <main> --rate 200 --nonblocking --threads --format raw``, stopped with SIGINT at 90%);
 with ``--profile-native`` as many again with native frames (``--native``, which pauses the process at
 each sample: it runs at a fraction of its speed, so read its shares, not its rates; and it has no idle
@@ -491,7 +491,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=5, help="rounds, order alternating; medians reported (default 5)")
     ap.add_argument("--quick", action="store_true", help="a smoke check: 200,000 messages, 1 round")
     ap.add_argument("--only", default="", help="run only the contenders whose label contains this (e.g. no-op)")
-    ap.add_argument("--profile", metavar="FILE", help="after the rounds, profile the no-op 4-partition loop into FILE")
+    ap.add_argument(
+        "--profile",
+        metavar="FILE",
+        help="after the rounds, profile the first contender's loop (no-op, 4 partitions) into FILE",
+    )
     ap.add_argument("--profile-runs", type=int, default=3, help="runs recorded for --profile (default 3)")
     ap.add_argument(
         "--profile-native",
@@ -539,9 +543,10 @@ def main(argv: list[str] | None = None) -> int:
                     )
             if args.profile:
                 workdir = Path(tmp)
+                first = shapes[0]
                 profile_runs(
-                    lambda tag, to: run_shape(SHAPES[0], tag, n, bs, workdir, profile_to=to),
-                    f"no-op task, pool {POOL}, 4 partitions",
+                    lambda tag, to: run_shape(first, tag, n, bs, workdir, profile_to=to),
+                    f"pool {POOL}, {first.label}",
                     args.profile_runs,
                     n,
                     workdir,
