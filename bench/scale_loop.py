@@ -359,6 +359,50 @@ WAITS = {
 }
 
 
+# The loop's stages, for the profile's "by stage" table: a sample goes to the first stage whose test
+# its innermost samzamp frame (function, file) passes; a sample whose innermost frame is the event loop's
+# or threading's (selectors, asyncio, threading) goes to "event loop and hand-off".
+STAGES: list[tuple[str, Callable[[str, str], bool]]] = [
+    ("fetch: consume(), a Message and a tuple per message", lambda f, file: file.endswith("systems/kafka/consumer.py")),
+    (
+        "per-poll accounting: back-pressure counts of the buffers",
+        lambda f, file: (
+            f in ("messages_held", "_held_packed")
+            or "_held_per_partition" in f
+            or file.endswith("consume/backpressure.py")
+        ),
+    ),
+    ("packing runs for the workers (msgspec, offsets array)", lambda f, file: file.endswith("consume/packed.py")),
+    (
+        "lane fan-out and key buckets",
+        lambda f, file: file.endswith(("consume/partition_lanes.py", "consume/key_bucket.py", "consume/lane.py")),
+    ),
+    (
+        "the poll loop itself (_poll_all, refill, fetch thread)",
+        lambda f, file: file.endswith(("consume/system_consumers.py", "consume/poll_handoff.py")),
+    ),
+    (
+        "dispatch to workers, rings, completions, run loop",
+        lambda f, file: any(
+            x in file
+            for x in ("worker_task_proxy", "ipc/", "dispatch/", "task_state", "run_loop", "task_set", "choose/")
+        ),
+    ),
+    ("commit and checkpoints", lambda f, file: any(x in file for x in ("commit", "checkpoint"))),
+]
+HANDOFF = "event loop and hand-off (epoll, Condition wait/notify, call_soon_threadsafe)"
+
+
+def stage_of(keys: list[tuple[str, str]]) -> str:
+    """The STAGES label of a sample's stack (its frames' (function, file), outermost first)."""
+    if keys[-1][1].startswith(("selectors", "asyncio/", "threading")):
+        return HANDOFF
+    inner = next((k for k in reversed(keys) if is_engine(k[1])), None)
+    if inner is None:
+        return f"outside samzamp: {keys[-1][1]}"
+    return next((label for label, test in STAGES if test(*inner)), f"other: {inner[1]}")
+
+
 def is_engine(file: str) -> bool:
     """A frame of samzamp's loop code: samzamp/, but not its command-line entry (samzamp/cli/), whose
     frames sit at the root of every stack of the main thread."""
@@ -366,7 +410,7 @@ def is_engine(file: str) -> bool:
 
 
 def profile_summary(raw: str, top: int = 25, drop_waits: bool = False) -> str:
-    """A text summary of py-spy's raw (collapsed) stacks: samples by thread; the top functions by own
+    """A text summary of py-spy's raw (collapsed) stacks: samples by thread and by stage; the top functions by own
     samples (the innermost frame); by *own + callees outside samzamp* (each sample charged to its
     innermost samzamp frame: what a samzamp function costs with the library and C code it calls); by
     cumulative samples (anywhere in the stack, once per sample; samzamp's loop code and native
@@ -379,6 +423,7 @@ def profile_summary(raw: str, top: int = 25, drop_waits: bool = False) -> str:
     by_file: Counter[str] = Counter()
     by_thread: Counter[str] = Counter()
     own_lines: Counter[str] = Counter()
+    stages: Counter[str] = Counter()
     total = waiting = 0
     for line in raw.splitlines():
         stack, _, count_s = line.rpartition(" ")
@@ -401,6 +446,7 @@ def profile_summary(raw: str, top: int = 25, drop_waits: bool = False) -> str:
         by_thread[thread_root(thread, keys)] += count
         own[keys[-1]] += count
         own_lines[frames[-1].strip()] += count
+        stages[stage_of(keys)] += count
         charged[next((k for k in reversed(keys) if is_engine(k[1])), keys[-1])] += count
         by_file[keys[-1][1]] += count
         for k in set(keys):
@@ -419,6 +465,8 @@ def profile_summary(raw: str, top: int = 25, drop_waits: bool = False) -> str:
     if drop_waits:
         lines[0] += f"; {waiting} more left out as waiting (a frame in WAITS: a lock, a condition, epoll, the GIL)"
     lines += ["", "by thread (its outermost frame)"] + [f"{pct(c)}  {t}" for t, c in by_thread.most_common(10)]
+    lines += ["", "by stage of the loop (STAGES: each sample by its innermost samzamp frame)"]
+    lines += [f"{pct(c)}  {t}" for t, c in stages.most_common(12)]
     lines += [""] + table(f"top {top} by own time", own)
     lines += [""] + table(
         f"top {top} by own time + callees outside samzamp (charged to the innermost samzamp frame)", charged
