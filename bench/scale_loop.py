@@ -361,7 +361,8 @@ WAITS = {
 
 # The loop's stages, for the profile's "by stage" table: a sample goes to the first stage whose test
 # its innermost samzamp frame (function, file) passes; a sample whose innermost frame is the event loop's
-# or threading's (selectors, asyncio, threading) goes to "event loop and hand-off".
+# or threading's (selectors, asyncio, threading) goes to "event loop and hand-off", and one with a
+# commit frame anywhere in its stack (samzamp/commit/, container/commits.py) to the commit stage.
 STAGES: list[tuple[str, Callable[[str, str], bool]]] = [
     ("fetch: consume(), a Message and a tuple per message", lambda f, file: file.endswith("systems/kafka/consumer.py")),
     (
@@ -391,12 +392,15 @@ STAGES: list[tuple[str, Callable[[str, str], bool]]] = [
     ("commit and checkpoints", lambda f, file: any(x in file for x in ("commit", "checkpoint"))),
 ]
 HANDOFF = "event loop and hand-off (epoll, Condition wait/notify, call_soon_threadsafe)"
+COMMIT = STAGES[-1][0]
 
 
 def stage_of(keys: list[tuple[str, str]]) -> str:
     """The STAGES label of a sample's stack (its frames' (function, file), outermost first)."""
     if keys[-1][1].startswith(("selectors", "asyncio/", "threading")):
         return HANDOFF
+    if any(file.startswith("samzamp/commit/") or file.endswith("container/commits.py") for _, file in keys):
+        return COMMIT  # whatever it calls (GroupOffsets.offsets calls lane.partition_of)
     inner = next((k for k in reversed(keys) if is_engine(k[1])), None)
     if inner is None:
         return f"outside samzamp: {keys[-1][1]}"
