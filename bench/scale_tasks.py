@@ -29,8 +29,12 @@ stopped with SIGTERM and must exit 0. Per run:
   and its median over the rounds (single runs here vary by 2x; the pairs vary less).
 - main RSS: the main process's largest RSS from 10% to 90% of the outputs (its steady state; workers
   apart). RSS per task: (main RSS - the same round's 4-task main RSS) / (tasks - 4).
+  Caveat: the steady RSS includes what the consumer has fetched ahead, which is larger for the fast
+  4-task job (its RSS grows ~40 MiB after the first output, the 1,024-task job's less), so this
+  per-task figure can come out negative for 1,024 tasks; "at first output" is printed beside it.
 - loop µs/msg: the main process's CPU from 10% to 90% of the outputs over the outputs in that window
   (bench/scale_loop.py's figure), for where the throughput goes.
+- SIGTERM -> exit: the shutdown, whose final commit grows with the task count.
 
 Printed: each run, then per contender the medians over ``--repeat`` rounds and the ratios by round.
 
@@ -170,6 +174,7 @@ def report(results: dict[str, list[RunFigures]], n: int, reps: int) -> None:
     title = f"pool 2, no-op, {n:,} msgs, " + (f"median of {reps}" if reps > 1 else "1 round")
     print(
         f"{title:<40}{'first out':>10}{'msg/s':>10}{'x 4 tasks':>11}{'main RSS':>10}{'RSS/task':>10}{'loop µs/msg':>13}"
+        f"{'SIGTERM->exit':>15}"
     )
     for s in SHAPES:
         rs = results[s.label]
@@ -183,7 +188,10 @@ def report(results: dict[str, list[RunFigures]], n: int, reps: int) -> None:
             else f"{'':>11}"
         )
         loop = statistics.median(r.loop_us(n) for r in rs)
-        print(f"{s.label:<40}{first:>9.2f}s{rate:>10,.0f}{ratio:>11.2f}{rss:>6.1f} MiB{per_task}{loop:>13.2f}")
+        down = statistics.median(r.shutdown_s for r in rs)
+        print(
+            f"{s.label:<40}{first:>9.2f}s{rate:>10,.0f}{ratio:>11.2f}{rss:>6.1f} MiB{per_task}{loop:>13.2f}{down:>14.2f}s"
+        )
     print()
     for s in SHAPES[1:]:
         rs = results[s.label]
