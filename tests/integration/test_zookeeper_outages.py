@@ -238,7 +238,15 @@ def test_zookeeper_stopped_for_1s_moves_no_task_and_processing_goes_on(
         time.sleep(1.0)  # the outage
         back = zk.start()
         tenures = job.tenures(gone)
-        job.wait_processing(back)
+        # Each finds its session alive again (a reconnection to a server that is still starting can
+        # take a few seconds: within the session timeout, which the model check below holds it to);
+        # then processing goes on.
+        wait_until(
+            lambda: all(RECONNECTED in p.log_text() for p in job.procs),
+            SESSION_MS / 1000 + 10,
+            "each processor to reach ZooKeeper again",
+        )
+        job.wait_processing(time.monotonic_ns())
         records, written = job.finish()
         job.check_same_model()
         job.check_counts(written)
