@@ -46,6 +46,7 @@ With BENCH_LOG_DIR the processors' logs are kept there.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import sys
@@ -262,12 +263,13 @@ def run(bs: str, zk_connect: str, args: argparse.Namespace, workdir: Path) -> tu
             p.terminate()
         for p in running:
             p.wait_exit_0("end")
-    finally:
-        flow.stop()
-        watch.close()
-        view.close()
+    finally:  # the processors first: a cleanup step that fails must not leave them running
         for p in running:
             p.kill()
+        with contextlib.suppress(SystemExit):  # a flush that timed out
+            flow.stop()
+        watch.close()
+        view.close()
     return start, done
 
 
