@@ -2,6 +2,7 @@
 #   make demo   run the word-count example on the embedded broker and print its output
 #   make test   install everything into .venv, then lint, type-check, check the import contracts and run every test
 #   make bench  the benchmarks (ratios measured side by side in one run)
+#   make bench-scale  how cost grows with messages, tasks, store keys and processors (bench/scale.py)
 #   make docs   the documentation site (docs/ -> build/site), failing on a broken link or anchor
 #   make docs-config  write docs/configuration.md's key reference again from samzamp/config/keys.py
 #   make native-test       the C ring's own tests, under AddressSanitizer + UndefinedBehaviorSanitizer
@@ -24,7 +25,7 @@ NATIVE_CFLAGS := -std=c11 -O1 -g -Wall -Wextra -Werror -pthread -fno-omit-frame-
 # older setuptools, someone deleted a .so, or a .venv made before an extension was added).
 BUILD_RING := $(PY) -c 'import samzamp._ring, samzamp._keyhash, samzamp._checksum' 2>/dev/null || $(PY) setup.py --quiet build_ext --inplace
 
-.PHONY: demo test lint check bench bench-ipc ring native-test native-test-tsan docs docs-config clean
+.PHONY: demo test lint check bench bench-ipc bench-scale ring native-test native-test-tsan docs docs-config clean
 
 $(STAMP): setup.py pyproject.toml constraints-dev.txt $(NATIVE_SRC)
 	$(PYTHON) -m venv $(VENV)
@@ -67,6 +68,10 @@ bench: ring
 
 bench-ipc: ring
 	$(PY) bench/ipc.py
+
+# How cost grows with the loop's messages, tasks, keys and processors (about 40 minutes; --quick: minutes).
+bench-scale: ring
+	$(PY) bench/scale.py
 
 # mkdocs (see mkdocs.yml for why): the pages are Markdown already, and --strict with mkdocs.yml's
 # validation turns a link to a missing page or anchor into an error. `make test` runs the same build

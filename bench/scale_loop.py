@@ -1,5 +1,5 @@
 """The loop process's CPU per message: what one processor's main process spends on each message it hands
-to its workers, and the ceiling that sets, however many workers it has (issue 35).
+to its workers, and the ceiling that sets, however many workers it has.
 
 One embedded broker (Tansu, memory only, 127.0.0.1). Two input topics, written once before measuring,
 each ``--messages`` JSON values of ~100 bytes with keys ``str(i % 10000)`` (bench/noop.py's input): one
@@ -22,7 +22,7 @@ sample at 10% of the outputs to the first at 90%:
   the window, and so is the end (the last linger and flush). The main process is the run loop, the
   fetch thread (consumer, lane fan-out, key buckets, packing runs for the workers) and librdkafka's
   threads; the workers run the task and produce its outputs. "from 1st out" is the same from the first
-  output seen to 90% (the issue's "CPU at the first output subtracted").
+  output seen to 90% ("CPU at the first output subtracted").
 - ceiling: 1e6 / loop µs/msg, the messages per second one processor's loop can hand out at most, at
   any pool size, if the loop's cost per message stays the same.
 - workers µs/msg: the workers' CPU in the window over its outputs (one worker's cost of a message:
@@ -78,8 +78,8 @@ from samzamp.systems.kafka import EmbeddedBroker
 
 POOL = 2
 PYSPY_MODE = ["--nonblocking"]  # py-spy's sampling mode (profile_runs sets it); --native needs the process paused
-ISSUE_US = {"noop": 2.2, "cpu": 1.4}  # issue 35's figures of today (loop µs per message)
-TARGET_US = 1.0  # issue 35: the loop process at most 1.0 µs per message (no-op, pool 2)
+BEFORE_US = {"noop": 2.2, "cpu": 1.4}  # the figures before the scale work (loop µs per message)
+TARGET_US = 1.0  # the target: the loop process at most 1.0 µs per message (no-op, pool 2)
 INPUT_4 = "bench-scale-loop-in-4"
 INPUT_1 = "bench-scale-loop-in-1"
 TASKS = {"noop": "noop_task:NoopTask", "cpu": "cpu_task:CpuTask"}
@@ -643,7 +643,7 @@ def report(results: dict[str, list[RunFigures]], shapes: list[Shape], n: int, re
         rs = results[s.label]
         loop = median([r.loop_us(n) for r in rs])
         spread = ", ".join(f"{r.loop_us(n):.2f}" for r in rs)
-        line = f"{s.label}: loop {loop:.2f} µs/msg (rounds {spread}); issue 35 today ~{ISSUE_US[s.task]} µs"
+        line = f"{s.label}: loop {loop:.2f} µs/msg (rounds {spread}); before the scale work ~{BEFORE_US[s.task]} µs"
         if s.task == "noop":
             line += f"; target <= {TARGET_US} µs: {loop / TARGET_US:.2f}x the target"
         else:

@@ -34,7 +34,7 @@ rebalance, from the processors' log lines (bench/standalone.py's measure):
 bench/standalone.py's output silence per partition is not measured here: sampling 1,024 partitions'
 offsets every 20 ms would load the 2-core machine more than the job does.
 
-Before issue 35's work, on this 2-core machine: at 1,024 x 4 the four processors never reached a
+Before the scale work, on this 2-core machine: at 1,024 x 4 the four processors never reached a
 common model. p1 published version 1 (all 4,096 tasks to itself) 0.6 s after it started, and p2-p4
 registered a second later. After that no version was published for the 4 minutes the run had: p1's
 4,096 task commits were all in flight at once, averaging 29 s (longest 66 s). ``--quick`` (64 x 4 =

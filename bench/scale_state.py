@@ -51,12 +51,12 @@ A round at 10 million records takes about 3.5 minutes here (the restore alone 16
 the default: the whole run then takes about 7.5 minutes, and (c)'s full restore of the largest
 changelog is the second sample at that size.
 
-Before issue 35's work, on this 2-core machine (``--repeat 1``): restore 117k records/s at 1M and 63k
+Before the scale work, on this 2-core machine (``--repeat 1``): restore 117k records/s at 1M and 63k
 at 10M (0.54 per record), where plain batch reads 582k and 871k records/s: the reading does not slow
 down, LMDB does. Each restore batch (10,000 records, one LMDB transaction, fsynced) of scattered keys
 dirties nearly as many distinct pages of a store of 35k pages at 1M keys (138 MiB) and 209k at 10M.
 LmdbEngine alone, 1M records in 10,000-record batches: 117k records/s scattered, 203k with sync off,
-562k in key order (which is about the 625k of issue 35, measured on a changelog of few keys). Commit
+562k in key order (which is about the 625k measured earlier, on a changelog of few keys). Commit
 with 2,000 random writes/s: 78 ms at 10M keys against 33 ms at 10k (2.3x). Restart at 10M: first
 output 6.4 s, of which 5.4 s checking the checksums of every local value; 1.0 s at 10k keys.
 
