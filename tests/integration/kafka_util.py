@@ -189,7 +189,14 @@ class Container:
         return self.proc.poll() is None
 
     def log_text(self) -> str:
-        return self.log.read_text() if self.log and self.log.exists() else ""
+        """Its log so far. While it runs, whole lines only: a line it is still writing (a JSON
+        metrics report, a multi-byte character) is read once it is whole."""
+        if not (self.log and self.log.exists()):
+            return ""
+        data = self.log.read_bytes()
+        if self.proc.poll() is None:
+            data = data[: data.rfind(b"\n") + 1]
+        return data.decode()
 
 
 def run_drain(config: Path, bootstrap: str, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:

@@ -19,6 +19,7 @@ from kafka_util import (
     read_checkpoint_records,
     run_drain,
     wait_until,
+    whole_lines,
     write_config,
 )
 
@@ -50,7 +51,7 @@ def task_records(record_dir: Path, kind: str = "V") -> dict[str, list[list[str]]
     out: dict[str, list[list[str]]] = defaultdict(list)
     for f in sorted(record_dir.glob("*.log"), key=lambda f: (f.stat().st_mtime_ns, f.name)):
         task = f.name.rsplit(".", 2)[0].replace("_", " ", 1)
-        out[task].extend(line.split()[1:] for line in f.read_text().splitlines() if line.startswith(kind + " "))
+        out[task].extend(line.split()[1:] for line in whole_lines(f) if line.startswith(kind + " "))
     return dict(out)
 
 
@@ -135,10 +136,21 @@ def test_sigkill_loop_loses_nothing_and_checkpoints_never_go_back(broker, unique
     # 20 µs a message: each run lives long enough to checkpoint, so a restart finds the buckets of a
     # partition at different offsets, each lane skipping to its own.
     overrides = (f"job.elasticity.factor={factor}", "job.container.thread.pool.size=2", "test.busy.us=20")
+
+    def checkpointed() -> int:  # how far the job's checkpoints reach, summed over every task and bucket
+        return sum(
+            sum(offsets.values())
+            for offsets in _checkpoints_never_go_back(broker.bootstrap_servers, f"vt-{unique}").values()
+        )
+
     for run in range(kills):
+        before = checkpointed() if run else 0  # before the first run the checkpoint topic does not exist
         c = Container(cfg, broker.bootstrap_servers, *overrides, log=tmp_path / f"run-{run}.log")
         target = (run + 1) * total // (kills + 2)
         wait_until(lambda t=target: _processed(rec) >= t, 180, f"run {run}: {target} processed", c)
+        # And it checkpointed progress of its own (on a fast machine a run can reach its target
+        # within one commit interval), so the next run starts from a newer checkpoint.
+        wait_until(lambda b=before: checkpointed() > b, 60, f"run {run}: a checkpoint past the last run's", c)
         c.kill()
         assert c.proc.wait(timeout=30) == -signal.SIGKILL
     # The premise: the last run starts a partition's buckets at different checkpointed offsets.
