@@ -40,7 +40,7 @@ from samzamp.consume.lane import partition_of
 from samzamp.metrics.registry import MetricsRegistry
 from samzamp.systems.base import GroupOffsetCommitter
 
-__all__ = ["LOG_EVERY_S", "CheckpointedTask", "GroupOffsets"]
+__all__ = ["LOG_EVERY_S", "CheckpointedTask", "GroupOffsets", "PartitionReaders"]
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +59,34 @@ class CheckpointedTask(Protocol):
     @property
     def checkpointed(self) -> Mapping[SystemStreamPartition, int]:
         """The last processed offsets of the task's last checkpoint (or the one it started from)."""
+
+
+class PartitionReaders:
+    """Which tasks read each input partition, and through which SSP: the index a task's checkpoint
+    is looked up in, kept as tasks come and go, so that one task's commit costs what that task reads,
+    not what the processor runs (a processor of thousands of tasks commits each of them in turn)."""
+
+    def __init__(self, tasks: Iterable[CheckpointedTask] = ()) -> None:
+        self._readers: dict[SystemStreamPartition, list[tuple[CheckpointedTask, SystemStreamPartition]]] = {}
+        for t in tasks:
+            self.add(t)
+
+    def add(self, task: CheckpointedTask) -> None:
+        for s in task.ssps:
+            self._readers.setdefault(partition_of(s), []).append((task, s))
+
+    def remove(self, task: CheckpointedTask) -> None:
+        for s in task.ssps:
+            p = partition_of(s)
+            rs = [r for r in self._readers.get(p, ()) if r[0] is not task]
+            if rs:
+                self._readers[p] = rs
+            else:
+                self._readers.pop(p, None)
+
+    def of(self, partition: SystemStreamPartition) -> list[tuple[CheckpointedTask, SystemStreamPartition]]:
+        """The (task, SSP) pairs reading ``partition``, in the order the tasks were added."""
+        return self._readers.get(partition, [])
 
 
 class GroupOffsets:
@@ -88,29 +116,26 @@ class GroupOffsets:
         self._logged_at: float | None = None
         self._unlogged = 0  # failures since the last one logged
 
-    def checkpointed(self, task: CheckpointedTask, tasks: Iterable[CheckpointedTask]) -> None:
+    def checkpointed(self, task: CheckpointedTask, tasks: PartitionReaders | Iterable[CheckpointedTask]) -> None:
         """``task``'s checkpoint is written (acknowledged); ``tasks``: every task of this processor
-        (``task`` among them). Commits its partitions' offsets that changed; never raises."""
+        (``task`` among them), best as their ``PartitionReaders`` index (a plain iterable is indexed
+        on each call). Commits its partitions' offsets that changed; never raises."""
         try:
             self._commit(task, tasks)
         except Exception as e:  # never the job's failure
             self._failed(f"task {task.name!r}: {type(e).__name__}: {e}")
 
-    def offsets(self, task: CheckpointedTask, tasks: Iterable[CheckpointedTask]) -> dict[SystemStreamPartition, int]:
+    def offsets(
+        self, task: CheckpointedTask, tasks: PartitionReaders | Iterable[CheckpointedTask]
+    ) -> dict[SystemStreamPartition, int]:
         """The next offset of each partition ``task`` reads that this processor commits (module docstring)."""
         mine = {partition_of(s) for s in task.ssps if s.system in self._committers}
         if not mine:
             return {}
-        readers: dict[SystemStreamPartition, list[tuple[CheckpointedTask, SystemStreamPartition]]] = {
-            p: [] for p in mine
-        }
-        for t in tasks:
-            for s in t.ssps:
-                p = partition_of(s)
-                if p in readers:
-                    readers[p].append((t, s))
+        index = tasks if isinstance(tasks, PartitionReaders) else PartitionReaders(tasks)
         out: dict[SystemStreamPartition, int] = {}
-        for p, rs in readers.items():
+        for p in mine:
+            rs = index.of(p)
             if p in self._broadcast and not self._sole:
                 continue
             if any(s.key_bucket != -1 for _, s in rs) and not any(s.key_bucket == 0 for _, s in rs):
@@ -121,7 +146,7 @@ class GroupOffsets:
             out[p] = min(o for o in checkpointed if o is not None) + 1
         return out
 
-    def _commit(self, task: CheckpointedTask, tasks: Iterable[CheckpointedTask]) -> None:
+    def _commit(self, task: CheckpointedTask, tasks: PartitionReaders | Iterable[CheckpointedTask]) -> None:
         by_system: dict[str, dict[SystemStreamPartition, int]] = {}
         with self._lock:
             for p, offset in self.offsets(task, tasks).items():

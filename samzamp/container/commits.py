@@ -73,7 +73,7 @@ class Commits:
                 st.done_commit()
             ti.m_commit_ns.update(time.perf_counter_ns() - started)
             if self._group_offsets is not None:  # the checkpoint is durable: never ahead of it
-                self._group_offsets.checkpointed(ti, self._tasks.tasks)
+                self._group_offsets.checkpointed(ti, self._tasks.readers)
             ti.after_commit()
             if then is not None:
                 then()

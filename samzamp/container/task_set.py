@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 from samzamp.api.envelope import SystemStreamPartition
 from samzamp.api.errors import CallbackTimeoutError
+from samzamp.commit.group_offsets import PartitionReaders
 from samzamp.consume.lane import Lane, task_lanes
 from samzamp.container.run_loop_task import RunLoopTask
 
@@ -40,6 +41,7 @@ class TaskSet:
         self.tasks: list[RunLoopTask] = []
         self.by_lane: dict[Lane, RunLoopTask] = {}  # the task of each lane (samzamp.consume.lane)
         self._lanes: dict[RunLoopTask, dict[Lane, SystemStreamPartition]] = {}
+        self.readers = PartitionReaders()  # the tasks reading each input partition
         # Tasks leaving the container, each with what its remover awaits, and its deadline.
         self._leaving: dict[RunLoopTask, asyncio.Future[None]] = {}
         self._leave_timers: dict[RunLoopTask, asyncio.TimerHandle] = {}
@@ -62,6 +64,7 @@ class TaskSet:
         for lane in lanes:
             self.by_lane[lane] = ti
         self.tasks.append(ti)
+        self.readers.add(ti)
 
     # -- leaving --------------------------------------------------------------------------------
     def leave(self, ti: RunLoopTask) -> tuple[asyncio.Future[None], bool]:
@@ -94,6 +97,7 @@ class TaskSet:
         if timer is not None:
             timer.cancel()
         self.tasks.remove(ti)
+        self.readers.remove(ti)
         ti.state.leave()  # what was queued for it since it began leaving is dropped too
         for lane in self._lanes.pop(ti, {}):
             if self.by_lane.get(lane) is ti:

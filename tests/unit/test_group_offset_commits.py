@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from samzamp.api.envelope import SystemStreamPartition as SSP
-from samzamp.commit.group_offsets import LOG_EVERY_S, GroupOffsets
+from samzamp.commit.group_offsets import LOG_EVERY_S, GroupOffsets, PartitionReaders
 from samzamp.config import validate
 from samzamp.config.config import Config
 from samzamp.metrics.registry import MetricsRegistry
@@ -170,3 +170,34 @@ def test_offsets_go_to_the_group_the_input_consumer_is_in(extra: dict[str, str],
     # KafkaGroupOffsets.group is consumer_group(clients, <the processor's default group>).
     assert consumer_group(clients, "samzamp-wc-7") == group
     assert consumer_config(clients, "consumer", "samzamp-wc-7")["group.id"] == group
+
+
+def test_the_readers_index_kept_as_tasks_come_and_go_gives_what_the_task_list_gives() -> None:
+    """The container keeps one index of partition -> readers (a commit then costs what its task
+    reads); after tasks arrive and leave it must answer as the task list it stands for."""
+    import random
+
+    rnd = random.Random(7)
+    tasks = [
+        Task(f"t{i}", frozenset({_p(i % 5, i % 3 - 1 if i % 5 else -1), _p(9, stream="rules")}), {}) for i in range(30)
+    ]
+    for t in tasks:
+        t.checkpointed = {s: rnd.randrange(100) for s in t.ssps}
+    index = PartitionReaders()
+    present: list[Task] = []
+    for step in range(200):
+        t = rnd.choice(tasks)
+        if any(p is t for p in present):
+            index.remove(t)
+            present = [p for p in present if p is not t]
+        else:
+            index.add(t)
+            present.append(t)
+        if step % 10 or not present:
+            continue
+        fresh = PartitionReaders(present)
+        for part in {_p(i) for i in range(5)} | {_p(9, stream="rules")}:
+            assert [(r.name, s) for r, s in index.of(part)] == [(r.name, s) for r, s in fresh.of(part)]
+        g, _, _ = _offsets(broadcast={_p(9, stream="rules")})
+        for t in present:
+            assert g.offsets(t, index) == g.offsets(t, present)
