@@ -42,7 +42,9 @@ With ``--profile FILE``, after the rounds, ``--profile-runs`` more runs of 4,096
 py-spy (bench/scale_loop.py's profile_runs: the main process, Python frames, 10% to 90% of the
 outputs) and FILE gets the summary. Those runs count in no figure.
 
-    .venv/bin/python bench/scale_tasks.py [--messages N] [--repeat R] [--quick] [--profile FILE]
+With ``--tasks 4,4096`` only those contenders run (4 tasks always: the ratios are over it).
+
+    .venv/bin/python bench/scale_tasks.py [--messages N] [--repeat R] [--quick] [--tasks N,N] [--profile FILE]
 """
 
 from __future__ import annotations
@@ -106,12 +108,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--profile", metavar="FILE", help="after the rounds, profile the 4,096-task loop into FILE")
     ap.add_argument("--profile-runs", type=int, default=2, help="runs recorded for --profile (default 2)")
     ap.add_argument(
+        "--tasks",
+        default="4,1024,4096",
+        metavar="N,N",
+        help="the contenders to run, by task count (default 4,1024,4096; 4 is always run: the ratios are over it)",
+    )
+    ap.add_argument(
         "--set", action="append", default=[], metavar="KEY=VALUE", help="a config override for every container"
     )
     args = ap.parse_args(argv)
     if args.quick:
         args.messages, args.repeat = 150_000, 1
     n, reps = args.messages, args.repeat
+    wanted = {int(t) for t in args.tasks.split(",")} | {SHAPES[0].tasks}
+    if not wanted <= {s.tasks for s in SHAPES}:
+        ap.error(f"--tasks: one of {', '.join(str(s.tasks) for s in SHAPES)}")
+    SHAPES[:] = [s for s in SHAPES if s.tasks in wanted]
     if n < 1000 or reps < 0:
         ap.error("--messages must be >= 1000 and --repeat >= 0")
     noop.EXTRA_SETS.extend(args.set)
@@ -201,6 +213,8 @@ def report(results: dict[str, list[RunFigures]], n: int, reps: int) -> None:
     for s in SHAPES:
         print(f"{s.label}: start -> first output by round (s): {by_round([r.startup_s for r in results[s.label]])}")
     print()
+    if SHAPES[-1].tasks != 4096:
+        return
     big = results[SHAPES[-1].label]
     ratio = statistics.median(r.rate() / b.rate() for r, b in zip(big, base, strict=True))
     first = statistics.median(r.startup_s for r in big)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import gc
 
-__all__ = ["freeze_start_up"]
+__all__ = ["freeze_start_up", "hold_collection", "resume_collection"]
 
 
 def freeze_start_up() -> None:
@@ -21,3 +21,16 @@ def freeze_start_up() -> None:
     """
     gc.collect()  # what start-up left as garbage goes now, not frozen with the rest
     gc.freeze()
+
+
+def hold_collection() -> bool:
+    """Stop the cyclic GC while start-up builds what ``freeze_start_up`` will freeze; True if it was
+    running (then ``resume_collection`` starts it again). Same processes as ``freeze_start_up``."""
+    if not gc.isenabled():
+        return False
+    gc.disable()
+    return True
+
+
+def resume_collection() -> None:
+    gc.enable()

@@ -18,8 +18,6 @@ so its own producer is the one flushed); steps 2 and 5 run in the container.
 
 from __future__ import annotations
 
-import asyncio
-import functools
 from typing import TYPE_CHECKING, Protocol
 
 from samzamp.commit.flush_policy import require_markers
@@ -28,7 +26,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from samzamp.api.envelope import SystemStreamPartition
-    from samzamp.commit.topic_checkpoint import TopicCheckpointManager
+    from samzamp.commit.checkpoint_writes import CheckpointWrites
     from samzamp.model.control_state import ControlState
 
 __all__ = ["CommittableTask", "commit_task"]
@@ -68,19 +66,19 @@ class CommittableTask(Protocol):
         """Step 6: record ``offsets`` (and ``control``) as checkpointed and tell the task."""
 
 
-async def commit_task(ti: CommittableTask, manager: TopicCheckpointManager, *, drained: bool = False) -> bool:
+async def commit_task(ti: CommittableTask, checkpoints: CheckpointWrites, *, drained: bool = False) -> bool:
     """Run the pipeline for ``ti``; True if a checkpoint was written (False: nothing new to record).
-    ``drained``: this is the task's final commit of a drain, which the checkpoint says."""
+    ``drained``: this is the task's final commit of a drain, which the checkpoint says. The
+    checkpoint goes out with those of the other commits under way (``CheckpointWrites``)."""
     control = await ti.before_commit()  # 1
     offsets = ti.snapshot_offsets()  # 2
     markers = await ti.flush_and_commit_stores()  # 3, 4
     require_markers(ti.name, ti.logged_stores, markers)
     # A drain's final checkpoint says so, even with nothing else new: the task is then drained in
     # its run wherever it lands (a drained flag outside a run means nothing).
-    news_of_drain = drained and bool(manager.run_id)
+    news_of_drain = drained and bool(checkpoints.run_id)
     if offsets == ti.checkpointed and not markers and not news_of_drain and control == ti.checkpointed_control:
         return False
-    write = functools.partial(manager.write_checkpoint, control=control, drained=drained)
-    await asyncio.to_thread(write, ti.name, offsets, markers)  # 5
+    await checkpoints.write(ti.name, offsets, markers, control=control, drained=drained)  # 5
     ti.checkpoint_written(offsets, control)  # 6
     return True

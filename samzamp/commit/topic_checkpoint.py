@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, NamedTuple
 
 import msgspec
 
@@ -29,7 +30,7 @@ from samzamp.commit.checkpoint import (
 from samzamp.model.control_state import ControlState
 from samzamp.systems.base import SystemAdmin, SystemProducer
 
-__all__ = ["TopicCheckpointManager", "samza_checkpoint_task"]
+__all__ = ["CheckpointWrite", "TopicCheckpointManager", "samza_checkpoint_task"]
 
 log = logging.getLogger(__name__)
 
@@ -142,28 +143,57 @@ class TopicCheckpointManager:
     ) -> Checkpoint:
         """Write and wait for the acknowledgement (blocking: call it off the event loop).
         ``drained``: the task's final checkpoint of its run's drain."""
-        checkpoint = CheckpointV2(
-            checkpoint_id=new_checkpoint_id(),
-            task_name=task_name,
-            input_offsets=[
-                SSPOffset(s.system, s.stream, s.partition, o, s.key_bucket) for s, o in sorted(offsets.items())
-            ],
-            state_markers=dict(state_markers or {}),
-            run_id=self.run_id,
-            drained=drained,
-            control=control,
+        return self.write_checkpoints([CheckpointWrite(task_name, offsets, state_markers, control, drained)])[0]
+
+    def write_checkpoints(self, writes: Sequence[CheckpointWrite]) -> list[Checkpoint]:
+        """Write the checkpoints of ``writes`` (of distinct tasks, or in the order they must be
+        applied) and wait for the acknowledgement of them all, one flush for the lot (blocking: call
+        it off the event loop). All are sent again while any failed; CheckpointError if they could
+        not be written in five attempts."""
+        checkpoints: list[Checkpoint] = []
+        records: list[tuple[bytes, bytes]] = []
+        for w in writes:
+            checkpoint = CheckpointV2(
+                checkpoint_id=new_checkpoint_id(),
+                task_name=w.task_name,
+                input_offsets=[
+                    SSPOffset(s.system, s.stream, s.partition, o, s.key_bucket) for s, o in sorted(w.offsets.items())
+                ],
+                state_markers=dict(w.state_markers or {}),
+                run_id=self.run_id,
+                drained=w.drained,
+                control=w.control,
+            )
+            checkpoints.append(checkpoint)
+            records.append(encode_checkpoint(CheckpointKey(task_name=w.task_name, grouper=self._grouper), checkpoint))
+        if not writes:
+            return checkpoints
+        who = (
+            f"task {writes[0].task_name!r}"
+            if len(writes) == 1
+            else f"{len(writes)} tasks ({writes[0].task_name!r}, ...)"
         )
-        key, value = encode_checkpoint(CheckpointKey(task_name=task_name, grouper=self._grouper), checkpoint)
         delay = 0.5
         for attempt in range(1, 6):
-            self._producer.send(self.topic, key, value, 0, None)
+            for key, value in records:
+                self._producer.send(self.topic, key, value, 0, None)
             errors = (
                 self._producer.take_errors() if self._producer.flush(30) == 0 else ["no acknowledgement within 30 s"]
             )
             if not errors:
-                return checkpoint
+                return checkpoints
             error = errors[0]
-            log.warning("checkpoint of task %r not written (attempt %d): %s", task_name, attempt, error)
+            log.warning("checkpoint of %s not written (attempt %d): %s", who, attempt, error)
             time.sleep(delay)
             delay = min(delay * 2, 10)
-        raise CheckpointError(f"checkpoint of task {task_name!r} could not be written to {self.topic}: {error}")
+        raise CheckpointError(f"checkpoint of {who} could not be written to {self.topic}: {error}")
+
+
+class CheckpointWrite(NamedTuple):
+    """One task's checkpoint to write (``TopicCheckpointManager.write_checkpoints``)."""
+
+    task_name: str
+    offsets: dict[SystemStreamPartition, int]
+    state_markers: dict[str, str] | None = None
+    control: ControlState | None = None
+    drained: bool = False

@@ -25,8 +25,17 @@ class StreamSerdes:
         self._settings = settings
         self._registry = SerdeRegistry(settings.serializers)
         self._intermediate: dict[SystemStream, Serde] = {}
+        # Each stream's pair, once: every task asks for the streams it reads and writes (thousands
+        # of tasks in a processor), and a stream's settings are read from the whole config.
+        self._pairs: dict[SystemStream, tuple[Serde | None, Serde | None]] = {}
 
     def __call__(self, ss: SystemStream) -> tuple[Serde | None, Serde | None]:
+        pair = self._pairs.get(ss)
+        if pair is None:
+            pair = self._pairs[ss] = self._pair(ss)
+        return pair
+
+    def _pair(self, ss: SystemStream) -> tuple[Serde | None, Serde | None]:
         if ss.system not in self._settings.systems:
             return None, None
         stream = self._settings.stream(ss)

@@ -73,12 +73,16 @@ class Backpressure:
         self,
         held: Mapping[SystemStreamPartition, int],
         starving: Callable[[], Iterable[SystemStreamPartition]],
+        total: int | None = None,
     ) -> Decision:
         """Decide, before a poll, given ``held`` (messages buffered per partition read, every partition
         read included) and ``starving`` (the partitions of the lanes that the chooser waits for with
         nothing buffered, their input not ended). ``starving`` is called only when the buffers are
-        full, as it looks at every such lane. What it decides to pause or resume counts as paused
-        or resumed from now on: the caller must do it.
+        full, as it looks at every such lane. ``total``: what ``held`` sums to, where the caller
+        keeps it (then ``held`` is read only for the paused partitions, and for every partition
+        only when the buffers are full and a partition ran dry for a poll interval: ``held`` may
+        be a view that counts on each look-up). What it decides to pause or resume counts as
+        paused or resumed from now on: the caller must do it.
         """
         paused = self.paused
         resume: tuple[SystemStreamPartition, ...] = ()
@@ -88,10 +92,10 @@ class Backpressure:
             paused.difference_update(resume)
         # A paused partition's buffers only shrink: leaving them out of the total lets the others
         # fill up to the threshold, rather than wait for the paused one to drain.
-        if paused:
-            total = sum(n for p, n in held.items() if p not in paused)
-        else:
-            total = sum(held.values())
+        if total is None:
+            total = sum(n for p, n in held.items() if p not in paused) if paused else sum(held.values())
+        elif paused:
+            total -= sum(held[p] for p in paused)
         if total < self._threshold:
             self._starved_since = None
             return Decision(True, (), resume) if resume else POLL

@@ -51,6 +51,7 @@ class PartitionLanes:
         "_keyhash",
         "_pack",
         "_unowned",
+        "added",
         "buckets",
         "control_to_all",
         "end",
@@ -63,6 +64,7 @@ class PartitionLanes:
         "skip",
         "skipped",
         "ssp",
+        "taken",
     )
 
     def __init__(
@@ -97,6 +99,11 @@ class PartitionLanes:
         # once its end-of-stream marker went out: nothing more of it is taken.
         self.end: int | None = None
         self.ended = False
+        # Messages (a control marker counts as one) appended to the lanes' buffers, by the thread
+        # that polls (``fan_out``, or ``SystemConsumers``), and taken from them, by the loop thread
+        # (``SystemConsumers``): what is buffered for the partition is the difference.
+        self.added = 0
+        self.taken = 0
         self._pack = pack_runs
         self._keyhash = keyhash
         self._unowned = unowned
@@ -154,7 +161,8 @@ class PartitionLanes:
 
     def fan_out(self, msgs: list[RawMessage], buffers: dict[Lane, deque[Buffered]], got: list[Lane]) -> None:
         """Append a poll's messages of this partition to its lanes' ``buffers``: each lane its key
-        bucket's (or all), past its start; add each lane that got any to ``got``."""
+        bucket's (or all), past its start; add each lane that got any to ``got``, and what each got
+        to ``added``."""
         parts: list[list[RawMessage]] = []
         if self.factor > 1:
             started = time.perf_counter_ns()
@@ -181,6 +189,7 @@ class PartitionLanes:
                     self.skip[lane] = -1  # past its start: nothing more to skip
                 mine = kept
             if mine:
+                self.added += len(mine)  # as many messages as packed runs and markers hold
                 if size:
                     if mine is not msgs:
                         buffers[lane].extend(pack(mine, size))

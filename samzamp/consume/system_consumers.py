@@ -28,7 +28,7 @@ from samzamp.consume.backpressure import POLL, Backpressure, Decision
 from samzamp.consume.chooser import MessageChooser
 from samzamp.consume.high_watermarks import HighWatermarks
 from samzamp.consume.lane import Lane, lane_ssp, partition_of
-from samzamp.consume.packed import Buffered, messages_held, messages_in, pack
+from samzamp.consume.packed import Buffered, PackedRun, messages_held, messages_in, pack
 from samzamp.consume.partition_lanes import PartitionLanes, earlier, earliest
 from samzamp.consume.poll_handoff import PollHandoff
 from samzamp.metrics.registry import MetricsRegistry
@@ -43,6 +43,33 @@ def _held_packed(buf: deque[Buffered]) -> int:
     """How many messages a lane's buffer of packed runs holds (any thread)."""
     # tuple(): a copy in one C call, as the other thread may append or pop meanwhile.
     return messages_held(tuple(buf))
+
+
+class _Held(Mapping[SystemStreamPartition, int]):
+    """How many messages are buffered for each partition read (all its lanes'), sealed ones apart,
+    as the counts of packed runs keep them: a live view, read by the poller under the poll lock,
+    where the partitions read cannot change. A value only falls meanwhile (the loop thread takes)."""
+
+    __slots__ = ("_readers", "_sealed")
+
+    def __init__(
+        self, readers: dict[SystemStreamPartition, PartitionLanes], sealed: set[SystemStreamPartition]
+    ) -> None:
+        self._readers = readers
+        self._sealed = sealed
+
+    def __getitem__(self, p: SystemStreamPartition) -> int:
+        if p in self._sealed:
+            raise KeyError(p)
+        r = self._readers[p]
+        return r.added - r.taken
+
+    def __iter__(self) -> Iterator[SystemStreamPartition]:
+        sealed = self._sealed
+        return (p for p in self._readers if p not in sealed)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
 
 
 def _by_system(ssps: Iterable[SystemStreamPartition]) -> dict[str, list[SystemStreamPartition]]:
@@ -69,6 +96,12 @@ class SystemConsumers:
     Packed runs (``pack_runs``, ``samzamp.consume.packed``): when every task runs in a worker
     process, the poller packs each lane's messages into runs already encoded for the worker, and a
     buffer, the chooser and a task's queue hold those runs; the fetch threshold still counts messages.
+    Those are counted as they come and go rather than at each poll, which would cost every lane's
+    buffer at every poll (thousands of lanes, a few messages each per poll): each partition's reader
+    counts what the poller appended to its lanes (``added``) and what the loop thread took from them
+    (``taken``, here, the only place that takes from a buffer of packed runs), each count written
+    by one thread. Buffers of single messages are counted by their length, as the loop thread's tasks
+    take from them directly (``buffer``).
     """
 
     # The poll hand-off's own method, bound here rather than wrapped: the loop calls it whenever
@@ -98,6 +131,10 @@ class SystemConsumers:
         self._pack = pack_runs
         # How many messages one lane's buffer holds (any thread).
         self._count: Callable[[deque[Buffered]], int] = _held_packed if pack_runs else len
+        # With packed runs: the messages appended to every buffer of a partition read (the poller's,
+        # under the poll lock), and those taken from them (the loop thread's); see the class docstring.
+        self._added = 0
+        self._taken = 0
         self._clock = clock
         self._factor = elasticity_factor
         self._chooser = chooser
@@ -133,6 +170,7 @@ class SystemConsumers:
         self._unread: set[Lane] = set()
         self._draining = False
         self._high_watermarks = HighWatermarks(consumers, clock)
+        self._held = _Held(self._readers, self._sealed)
         metrics.gauge("SystemConsumersMetrics", "unprocessed-messages", fn=self.buffered)
         metrics.gauge("SystemConsumersMetrics", "ssps-needed-by-chooser", fn=lambda: len(self._needed))
 
@@ -222,8 +260,11 @@ class SystemConsumers:
             # A bounded partition read from its end on ends at once: no fetch will bring its marker.
             ended = [s for s in added if self._reader_of[s].at_end()]
             for lane in ended:
-                self._reader_of[lane].ended = True
+                reader = self._reader_of[lane]
+                reader.ended = True
                 buffers[lane].append((END_OF_STREAM, None, None, 0))
+                reader.added += 1
+                self._added += 1
             self._ended.update(ended)
             for lane in sealed:
                 buffers[lane] = deque([(WATERMARK_MAX, None, None, 0), (DRAIN, None, None, 0)])
@@ -279,6 +320,13 @@ class SystemConsumers:
         if unknown:
             raise ValueError(f"{', '.join(unknown)}: not read here, so it cannot be removed")
         with self._handoff.exclusive():
+            if self._pack:  # what their buffers hold leaves the counts (no poll appends meanwhile)
+                for lane in gone:
+                    reader = self._reader_of.get(lane)
+                    if reader is not None:
+                        n = _held_packed(self._buffers[lane])
+                        reader.taken += n
+                        self._taken += n
             self._leave(list(gone))
             self._buffers = {s: b for s, b in self._buffers.items() if s not in gone}
             self._needed.difference_update(gone)
@@ -370,6 +418,10 @@ class SystemConsumers:
             buf = self._buffers[lane]
             buf.append((WATERMARK_MAX, None, None, 0))
             buf.append((DRAIN, None, None, 0))
+            reader = self._reader_of.get(lane)
+            if reader is not None:
+                reader.added += 2
+                self._added += 2
             marked.append(lane)
         return marked
 
@@ -384,7 +436,10 @@ class SystemConsumers:
         or None when the buffers are full and no poll was made."""
         if self._clock() >= self._high_watermarks.due:
             self._high_watermarks.refresh(p for p in self._readers if p not in self._sealed)
-        decision = self._pressure.decide(self._held_per_partition(), self._starving)
+        if self._pack:
+            decision = self._pressure.decide(self._held, self._starving, self._held_total())
+        else:
+            decision = self._pressure.decide(self._held_per_partition(), self._starving)
         if decision is not POLL:
             self._pause_and_resume(decision)
             if not decision.poll:
@@ -398,11 +453,14 @@ class SystemConsumers:
                 msgs = reader.bound(polled) if reader.end is not None else polled
                 if not msgs:
                     continue
+                added = reader.added
                 if reader.plain:
                     buffers[ssp].extend(pack(msgs, self._pack) if self._pack else msgs)
+                    reader.added += len(msgs)
                     got.append(ssp)
                 else:
                     reader.fan_out(msgs, buffers, got)
+                self._added += reader.added - added
                 last = msgs[-1][0]
                 if last >= 0:
                     reader.fetched = last
@@ -415,7 +473,8 @@ class SystemConsumers:
         return got
 
     def _held_per_partition(self) -> dict[SystemStreamPartition, int]:
-        """Poller: how many messages are buffered for each partition read (all its lanes')."""
+        """Poller: how many messages are buffered for each partition read (all its lanes'), sealed
+        ones apart, counted in the buffers: buffers of single messages, by their length."""
         count = self._count
         buffers = self._buffers
         sealed = self._sealed
@@ -424,6 +483,23 @@ class SystemConsumers:
             for p, r in self._readers.items()
             if p not in sealed
         }
+
+    def _held_total(self) -> int:
+        """Poller, with packed runs: how many messages the buffers of the partitions read hold, sealed
+        ones apart (what ``_held`` sums to)."""
+        total = self._added - self._taken
+        sealed = self._sealed
+        if sealed:  # a drain of a job with intermediate streams: its source partitions
+            total -= sum(r.added - r.taken for p, r in self._readers.items() if p in sealed)
+        return total
+
+    def _took(self, lane: Lane, entry: Buffered) -> None:
+        """Loop thread, with packed runs: ``entry`` was taken from ``lane``'s buffer."""
+        reader = self._reader_of.get(lane)
+        if reader is not None:  # else a lane never fetched (sealed when it came): not counted
+            n = len(entry.offsets) if type(entry) is PackedRun else 1
+            reader.taken += n
+            self._taken += n
 
     def _starving(self) -> Iterator[SystemStreamPartition]:
         """Poller: the partitions of the lanes the chooser waits for with nothing buffered, their
@@ -460,7 +536,10 @@ class SystemConsumers:
                 buf = self._buffers[lane]
                 if buf:
                     needed.discard(lane)
-                    self._chooser.update(lane, buf.popleft())
+                    entry = buf.popleft()
+                    if self._pack:
+                        self._took(lane, entry)
+                    self._chooser.update(lane, entry)
                     fed = True
         if fed:
             self._on_data()
@@ -474,7 +553,8 @@ class SystemConsumers:
     def buffer(self, lane: Lane) -> deque[Buffered]:
         """The fetch buffer of ``lane``: the loop thread may ``popleft`` from it (a run of messages
         handed to a task at once) and put a control marker back with ``appendleft``; the fetch
-        thread only appends."""
+        thread only appends. Not with packed runs: those are taken through ``try_update`` only (a
+        worker's task takes a packed run from the chooser), which keeps the counts."""
         return self._buffers[lane]
 
     def caught_up_to(self, lane: Lane) -> int | None:
@@ -503,7 +583,10 @@ class SystemConsumers:
         if buf is None:
             return
         if buf:
-            self._chooser.update(lane, buf.popleft())
+            entry = buf.popleft()
+            if self._pack:
+                self._took(lane, entry)
+            self._chooser.update(lane, entry)
         else:
             self._needed.add(lane)
 

@@ -13,9 +13,9 @@ import logging
 import time
 from collections.abc import Callable
 
+from samzamp.commit.checkpoint_writes import CheckpointWriter, CheckpointWrites
 from samzamp.commit.group_offsets import GroupOffsets
 from samzamp.commit.pipeline import commit_task
-from samzamp.commit.topic_checkpoint import TopicCheckpointManager
 from samzamp.consume.system_consumers import SystemConsumers
 from samzamp.container.run_loop_task import RunLoopTask
 from samzamp.container.task_set import TaskSet
@@ -32,7 +32,7 @@ class Commits:
 
     def __init__(
         self,
-        checkpoints: TopicCheckpointManager,
+        checkpoints: CheckpointWriter,
         consumers: SystemConsumers,
         tasks: TaskSet,
         loop: asyncio.AbstractEventLoop,
@@ -42,7 +42,7 @@ class Commits:
         group_offsets: GroupOffsets | None = None,
     ) -> None:
         """``group_offsets``: where the input offsets go after each checkpoint (None: nowhere)."""
-        self._checkpoints = checkpoints
+        self._checkpoints = CheckpointWrites(checkpoints)
         self._group_offsets = group_offsets
         self._consumers = consumers
         self._tasks = tasks

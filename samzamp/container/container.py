@@ -28,13 +28,13 @@ from collections.abc import Callable
 
 import msgspec
 
-from samzamp.api.envelope import SystemStreamPartition
+from samzamp.api.envelope import SystemStream, SystemStreamPartition
 from samzamp.api.task import WindowableTask
 from samzamp.choose.round_robin import RoundRobinChooser
 from samzamp.commit.elasticity import check_state_factor, starting_checkpoints
 from samzamp.commit.group_offsets import GroupOffsets
 from samzamp.commit.topic_checkpoint import TopicCheckpointManager
-from samzamp.config.settings import JobSettings
+from samzamp.config.settings import JobSettings, StreamSettings
 from samzamp.config.stream_serdes import StreamSerdes
 from samzamp.consume.lane import Lane, partition_of, task_lanes
 from samzamp.consume.system_consumers import SystemConsumers
@@ -368,8 +368,13 @@ class SamzaContainer:
         starts: dict[Lane, StartOffset] = {}
         ends_needed: dict[SystemStreamPartition, list[Lane]] = {}
         bounded: set[SystemStreamPartition] = set()
+        # A stream's settings are read from the whole config: once per stream, not per lane.
+        streams: dict[SystemStream, StreamSettings] = {}
         for lane, (task, ssp) in lanes.items():
-            stream = self.settings.stream(ssp.system_stream)
+            ss = ssp.system_stream
+            stream = streams.get(ss)
+            if stream is None:
+                stream = streams[ss] = self.settings.stream(ss)
             if stream.bounded:
                 bounded.add(partition_of(lane))
                 ends_needed.setdefault(partition_of(lane), [])

@@ -33,6 +33,7 @@ arrives, so every export of that registry shows it (see frames.py for when a wor
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import os
 import signal
@@ -65,6 +66,7 @@ log = logging.getLogger(__name__)
 FrameHandler = Callable[[Any], None]
 
 WORKER_ARGV = (sys.executable, "-m", "samzamp.worker")  # how a worker process is started
+_DESCRIBED_TASKS = 8  # the tasks a worker's description names (``WorkerHandle.describe``)
 
 
 def failure_of(frame: f.Failed) -> BaseException:
@@ -107,8 +109,18 @@ class WorkerHandle:
         self.busy_ns = 0
 
     def describe(self) -> str:
-        tasks = f"tasks {', '.join(repr(n) for n in self.task_names.values())}" if self.task_names else "no tasks"
-        return f"worker {self.index} (pid {self.pid}; {tasks})"
+        """The worker and (the first few of) its tasks, for errors and its exit."""
+        names = self.task_names
+        if not names:
+            return f"worker {self.index} (pid {self.pid}; no tasks)"
+        # A worker may hold thousands: a message naming them all would be longer than useful.
+        shown = ", ".join(repr(n) for n in itertools.islice(names.values(), _DESCRIBED_TASKS))
+        more = f" and {len(names) - _DESCRIBED_TASKS} more" if len(names) > _DESCRIBED_TASKS else ""
+        return f"worker {self.index} (pid {self.pid}; tasks {shown}{more})"
+
+    def short(self) -> str:
+        """The worker alone, for what is said once per task (its tasks come and go one by one)."""
+        return f"worker {self.index} (pid {self.pid})"
 
 
 class WorkerPool:
@@ -201,7 +213,7 @@ class WorkerPool:
         added = w.adding[index] = self._loop.create_future()
         self.send(worker, f.encode(f.AddTask(index, model)))
         reports = await added
-        log.info("task %r started in %s", model.name, w.describe())
+        log.info("task %r started in %s", model.name, w.short())
         return index, reports
 
     async def remove_task(self, worker: int, index: int) -> None:
@@ -216,7 +228,7 @@ class WorkerPool:
         removed = w.removing[index] = self._loop.create_future()
         self.send(worker, f.encode(f.RemoveTask(index)))
         await removed
-        log.info("task %r stopped in %s", name, w.describe())
+        log.info("task %r stopped in %s", name, w.short())
 
     def _check_running(self, w: WorkerHandle, what: str) -> None:
         if w.error is not None:
