@@ -232,7 +232,14 @@ static int as_int64(PyObject *obj, int64_t if_none, int64_t *out, const char *wh
                      Py_TYPE(obj)->tp_name);
         return -1;
     }
-    long long v = PyLong_AsLongLong(obj);
+    /* AndOverflow: in CPython 3.11 the plain form goes through _PyLong_AsByteArray for any int past
+     * 2^30 (a timestamp in ms), several times slower */
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(obj, &overflow);
+    if (overflow) {
+        PyErr_Format(PyExc_OverflowError, "pack_consumed: a message's %s() does not fit in 64 bits", what);
+        return -1;
+    }
     if (v == -1 && PyErr_Occurred()) return -1;
     *out = (int64_t)v;
     return 0;
@@ -348,7 +355,8 @@ static PyObject *mod_pack_consumed(PyObject *Py_UNUSED(module), PyObject *const 
         Py_DECREF(err);
         PyObject *part = call(M_PARTITION, m);
         if (part == NULL) goto done;
-        long long p = PyLong_AsLongLong(part);
+        int overflow = 0;
+        long long p = PyLong_AsLongLongAndOverflow(part, &overflow);
         if (p == -1 && PyErr_Occurred()) {
             Py_DECREF(part);
             goto done;
