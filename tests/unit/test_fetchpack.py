@@ -7,6 +7,7 @@ against fan_out, the lane and skip semantics on runs."""
 
 from __future__ import annotations
 
+import gc
 import random
 from array import array
 from collections import deque
@@ -25,6 +26,7 @@ from samzamp.consume.partition_lanes import PartitionLanes
 from samzamp.metrics.registry import MetricsRegistry
 from samzamp.systems.base import OLDEST, RawMessage
 from samzamp.systems.kafka.codes import PARTITION_EOF
+from samzamp.systems.kafka.consumer import _gc_paused
 
 P0 = SystemStreamPartition("kafka", "in", 0)
 P1 = SystemStreamPartition("kafka", "in", 1)
@@ -271,3 +273,20 @@ def test_take_runs_leaves_a_bounded_partition_to_fan_out() -> None:
     buffers: dict[Lane, deque[Buffered]] = {P0: deque()}
     assert not r.take_runs(out[P0][1], buffers, [])
     assert not buffers[P0]
+
+
+def test_collections_pause_while_a_batch_is_packed_and_resume_after_even_on_error() -> None:
+    assert gc.isenabled()
+    with _gc_paused():
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    with pytest.raises(RuntimeError), _gc_paused():
+        raise RuntimeError("poll failed")
+    assert gc.isenabled()
+    gc.disable()  # turned off by someone else: left off
+    try:
+        with _gc_paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 from array import array
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
@@ -166,12 +168,16 @@ class KafkaSystemConsumer:
     ) -> dict[SystemStreamPartition, tuple[int, list[list[_Run]]]]:
         """``poll``, the messages packed as they are taken from librdkafka's batch, in C
         (``samzamp.systems.base.PackedPolling``): no Python object per message beyond the client's."""
-        msgs = self._consume(timeout_s)
-        if not msgs:
-            return {}
-        by_partition = self._by_partition
-        lookup: dict[Any, SystemStreamPartition] = by_partition if by_partition is not None else self._ssp_of
-        out, errors, dropped = _fetchpack.pack_consumed(msgs, lookup, by_partition is not None, split, size, run, array)
+        with _gc_paused():
+            msgs = self._consume(timeout_s)
+            if not msgs:
+                return {}
+            by_partition = self._by_partition
+            lookup: dict[Any, SystemStreamPartition] = by_partition if by_partition is not None else self._ssp_of
+            out, errors, dropped = _fetchpack.pack_consumed(
+                msgs, lookup, by_partition is not None, split, size, run, array
+            )
+            del msgs  # freed before collections resume: see _gc_paused
         for err in errors:  # after the batch, as a poll that raises drops its whole batch anyway
             self._on_error(err)
         if dropped:
@@ -209,6 +215,27 @@ class KafkaSystemConsumer:
             self._consumer.close()
         except RuntimeError:
             pass
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """No cyclic collection while a consumed batch is alive (unless collections were off already).
+
+    confluent-kafka's Message objects are tracked by the cyclic GC, and a batch of 2,000 set off a few
+    young-generation collections, each walking the messages alive: about 6% of what a poll costs,
+    for objects that never form a cycle and are all freed by reference counting when the batch goes.
+    Freed with collections off, the batch leaves the allocation count where it was. A poll that
+    waits for its first message waits with collections off too: the loop is idle then, and they
+    resume within one poll timeout.
+    """
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 def _start_partition(ssp: SystemStreamPartition, start: StartOffset) -> TopicPartition:
