@@ -7,7 +7,7 @@
 #   --build-arg PYTHON_VERSION=3.12           the CPython of both stages (3.11 or newer)
 ARG PYTHON_VERSION=3.12
 
-# Build: a compiler, samzamp's wheel with its C extensions (samzamp._ring, _keyhash, _checksum),
+# Build: a compiler, samzamp's wheel with its C extensions (samzamp._ring, _keyhash, _checksum, _fetchpack),
 # and a wheel of every runtime dependency, so the runtime stage needs neither a compiler nor the
 # source tree.
 FROM python:${PYTHON_VERSION}-slim-bookworm AS build
@@ -32,7 +32,7 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 RUN --mount=type=bind,from=build,source=/wheels,target=/wheels \
     python -m pip install --no-cache-dir --no-index --find-links /wheels \
         "$(ls /wheels/samzamp-*.whl)${EXTRAS:+[$EXTRAS]}" \
-    && python -c "import samzamp._ring, samzamp._keyhash, samzamp._checksum" \
+    && python -c "import samzamp._ring, samzamp._keyhash, samzamp._checksum, samzamp._fetchpack" \
     && samzamp --version
 # A fixed uid/gid, so Kubernetes' runAsNonRoot can check it and fsGroup can match it.
 RUN groupadd --system --gid 10001 samzamp \

@@ -1,5 +1,5 @@
 """Builds samzamp: the Python package, its console scripts and the native extensions samzamp._ring,
-samzamp._keyhash and samzamp._checksum."""
+samzamp._keyhash, samzamp._checksum and samzamp._fetchpack."""
 
 import re
 from pathlib import Path
@@ -28,6 +28,16 @@ RING_EXTENSION = Extension(
 KEYHASH_EXTENSION = Extension(
     "samzamp._keyhash",
     sources=["native/keyhash.c"],
+    depends=["native/keyhash.h"],
+    extra_compile_args=["-O2", "-Wall", "-Wextra", "-std=c11"],
+)
+
+# A consumed Kafka batch straight to the packed runs the workers take, with no tuple per message; only
+# samzamp.systems.kafka.consumer imports it. It shares the key-bucket hash of native/keyhash.h.
+FETCHPACK_EXTENSION = Extension(
+    "samzamp._fetchpack",
+    sources=["native/fetchpack.c"],
+    depends=["native/keyhash.h"],
     extra_compile_args=["-O2", "-Wall", "-Wextra", "-std=c11"],
 )
 
@@ -85,8 +95,8 @@ setup(
     ],
     python_requires=">=3.11",
     packages=find_packages(include=["samzamp", "samzamp.*"]),
-    package_data={"samzamp": ["py.typed", "_ring.pyi", "_keyhash.pyi", "_checksum.pyi"]},
-    ext_modules=[RING_EXTENSION, KEYHASH_EXTENSION, CHECKSUM_EXTENSION],
+    package_data={"samzamp": ["py.typed", "_ring.pyi", "_keyhash.pyi", "_checksum.pyi", "_fetchpack.pyi"]},
+    ext_modules=[RING_EXTENSION, KEYHASH_EXTENSION, CHECKSUM_EXTENSION, FETCHPACK_EXTENSION],
     install_requires=[
         "confluent-kafka>=2.3",
         "msgspec>=0.18",

@@ -2,7 +2,7 @@
 
 A partition read whole by one task (the usual case) has one lane, the partition itself (``plain``),
 and ``SystemConsumers`` puts its messages straight into that lane's buffer. Otherwise ``fan_out``
-hands them out: with key buckets (job.elasticity.factor) each message to the lane of its bucket,
+hands them out (``take_runs`` when the consumer packed them already, by key bucket): with key buckets (job.elasticity.factor) each message to the lane of its bucket,
 computed from the serialized key before anything is decoded (``split_by_key_bucket``); on a
 broadcast partition every message to every lane; control markers to every lane. The partition is
 read from the lowest position any of its lanes needs, and each lane skips what is at or below its
@@ -25,7 +25,7 @@ from collections.abc import Iterable
 from samzamp.api.envelope import SystemStreamPartition
 from samzamp.consume.key_bucket import split_by_key_bucket
 from samzamp.consume.lane import Lane, lane_ssp
-from samzamp.consume.packed import Buffered, pack
+from samzamp.consume.packed import Buffered, PackedRun, pack, unpack
 from samzamp.metrics.registry import Counter, Timer
 from samzamp.systems.base import END_OF_STREAM, OLDEST, RawMessage, StartOffset
 
@@ -200,3 +200,59 @@ class PartitionLanes:
                 else:
                     buffers[lane].extend(mine)
                 got.append(lane)
+
+    def take_runs(self, runs: list[list[PackedRun]], buffers: dict[Lane, deque[Buffered]], got: list[Lane]) -> bool:
+        """``fan_out`` for a poll's messages of this partition that its consumer packed already: one
+        list of runs, or with key buckets one per bucket (``samzamp.systems.base.PackedPolling``).
+        Appends them to the lanes' ``buffers``, each lane its own (past its start), and adds each
+        lane that got any to ``got``, and what each got to ``added``. False, and nothing taken, for a bounded partition, which cuts
+        its messages at its end one by one (``bound``), or runs not split as this partition is."""
+        if self.end is not None or len(runs) != self.factor:
+            return False
+        if self.plain:
+            if runs[0]:
+                buffers[self.ssp].extend(runs[0])
+                self.added += _in_runs(runs[0])
+                got.append(self.ssp)
+            return True
+        if len(self.lanes) < self.factor:  # buckets that no task here reads
+            owned = set(self.buckets.values())
+            self._unowned.count += sum(
+                len(run.offsets) for b, part in enumerate(runs) if b not in owned for run in part
+            )
+        for lane in self.lanes:
+            bucket = self.buckets[lane]
+            mine = runs[0] if bucket == -1 else runs[bucket]
+            if mine and self.skip[lane] >= 0:
+                mine = self._past_skip(lane, mine)
+            if mine:
+                buffers[lane].extend(mine)
+                self.added += _in_runs(mine)
+                got.append(lane)
+        return True
+
+    def _past_skip(self, lane: Lane, runs: list[PackedRun]) -> list[PackedRun]:
+        """The part of ``runs`` past ``lane``'s start (``skip``), counted in ``skipped``; a run that
+        straddles it is unpacked and packed again."""
+        skip = self.skip[lane]
+        kept: list[PackedRun] = []
+        dropped = 0
+        for run in runs:
+            offsets = run.offsets
+            if offsets[0] > skip:
+                kept.append(run)
+            elif offsets[-1] <= skip:
+                dropped += len(offsets)
+            else:
+                msgs = [m for m in unpack(run) if m[0] > skip]
+                dropped += len(offsets) - len(msgs)
+                kept.extend(r for r in pack(msgs, self._pack) if type(r) is PackedRun)
+        self.skipped[lane] = self.skipped.get(lane, 0) + dropped
+        if runs[-1].offsets[-1] > skip:
+            self.skip[lane] = -1  # past its start: nothing more to skip
+        return kept
+
+
+def _in_runs(runs: list[PackedRun]) -> int:
+    """How many messages ``runs`` hold."""
+    return sum(len(run.offsets) for run in runs)

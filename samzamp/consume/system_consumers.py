@@ -28,11 +28,11 @@ from samzamp.consume.backpressure import POLL, Backpressure, Decision
 from samzamp.consume.chooser import MessageChooser
 from samzamp.consume.high_watermarks import HighWatermarks
 from samzamp.consume.lane import Lane, lane_ssp, partition_of
-from samzamp.consume.packed import Buffered, PackedRun, messages_held, messages_in, pack
+from samzamp.consume.packed import Buffered, PackedRun, messages_held, messages_in, pack, unpack
 from samzamp.consume.partition_lanes import PartitionLanes, earlier, earliest
 from samzamp.consume.poll_handoff import PollHandoff
 from samzamp.metrics.registry import MetricsRegistry
-from samzamp.systems.base import DRAIN, END_OF_STREAM, OLDEST, WATERMARK_MAX, StartOffset, SystemConsumer
+from samzamp.systems.base import DRAIN, END_OF_STREAM, OLDEST, WATERMARK_MAX, RawMessage, StartOffset, SystemConsumer
 
 __all__ = ["SystemConsumers"]
 
@@ -149,6 +149,10 @@ class SystemConsumers:
         self._buffers: dict[Lane, deque[Buffered]] = {s: deque() for s in ssps}
         self._readers: dict[SystemStreamPartition, PartitionLanes] = {}
         self._reader_of: dict[Lane, PartitionLanes] = {}
+        # The partitions read by key bucket, as a consumer that packs runs itself splits them
+        # (``samzamp.systems.base.PackedPolling``): (factor, control_to_all). A bounded one is
+        # left out: its messages come whole, to be cut at its end one by one.
+        self._split: dict[SystemStreamPartition, tuple[int, bool]] = {}
         for ssp in ssps:
             reader = self._readers[ssp] = self._reader(ssp, OLDEST, 1)
             reader.join(ssp, OLDEST)
@@ -292,6 +296,8 @@ class SystemConsumers:
             except BaseException:
                 del self._readers[partition]
                 raise
+            if reader.factor > 1 and end is None:
+                self._split[partition] = (reader.factor, reader.control_to_all)
         elif earlier(first, reader.position):
             # The partition is read already from further on: read it again from ``first``.
             consumer = self._consumers[partition.system]
@@ -346,6 +352,7 @@ class SystemConsumers:
             reader.leave(lane)
             if not reader.lanes:
                 del self._readers[reader.ssp]
+                self._split.pop(reader.ssp, None)
                 if reader.ssp in self._sealed:  # unregistered when the drain sealed it
                     self._sealed.discard(reader.ssp)
                     continue
@@ -448,7 +455,12 @@ class SystemConsumers:
         buffers = self._buffers
         readers = self._readers
         for c in self._consumers.values():
-            for ssp, polled in c.poll(timeout_s).items():
+            poll_packed = getattr(c, "poll_packed", None) if self._pack else None
+            if poll_packed is None:
+                fetched = c.poll(timeout_s)
+            else:  # packed by the consumer: what is left is what a bounded partition cuts one by one
+                fetched = self._take_runs(poll_packed(timeout_s, self._pack, self._split, PackedRun), got)
+            for ssp, polled in fetched.items():
                 reader = readers[ssp]
                 msgs = reader.bound(polled) if reader.end is not None else polled
                 if not msgs:
@@ -471,6 +483,25 @@ class SystemConsumers:
                         reader.fetched = msgs[-2][0]
         self._polls.count += 1
         return got
+
+    def _take_runs(
+        self, polled: dict[SystemStreamPartition, tuple[int, list[list[PackedRun]]]], got: list[Lane]
+    ) -> dict[SystemStreamPartition, list[RawMessage]]:
+        """Poller: buffer what a consumer polled packed (``samzamp.systems.base.PackedPolling``) for
+        each partition's lanes, per run, and add the lanes that got any to ``got``. Returns the
+        messages of the partitions that take them one by one (bounded ones), unpacked."""
+        readers = self._readers
+        rest: dict[SystemStreamPartition, list[RawMessage]] = {}
+        for ssp, (last, runs) in polled.items():
+            reader = readers[ssp]
+            added = reader.added
+            if reader.take_runs(runs, self._buffers, got):
+                self._added += reader.added - added
+                reader.fetched = last
+                reader.position = last + 1
+            else:  # never split (see ``_split``): one list
+                rest[ssp] = [m for run in runs[0] for m in unpack(run)]
+        return rest
 
     def _held_per_partition(self) -> dict[SystemStreamPartition, int]:
         """Poller: how many messages are buffered for each partition read (all its lanes'), sealed

@@ -9,8 +9,9 @@ which SSPs are read); ``register`` and ``unregister`` are never called during a 
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Callable, Mapping
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from samzamp.api.envelope import SystemStreamPartition
 
@@ -22,6 +23,7 @@ __all__ = [
     "GroupOffsetCommitter",
     "KeyedSend",
     "OLDEST",
+    "PackedPolling",
     "UPCOMING",
     "RawMessage",
     "ReadOnlyProducer",
@@ -74,6 +76,29 @@ class SystemConsumer(Protocol):
         """The next offset the system will write for ``ssp``, as last seen by a fetch (None if unknown)."""
 
     def stop(self) -> None: ...
+
+
+_Run = TypeVar("_Run")
+
+
+class PackedPolling(Protocol):
+    """What a consumer may offer besides ``poll`` (optional): a poll whose messages come packed into
+    runs for the worker processes (``samzamp.consume.packed``), made without a Python tuple per
+    message. A consumer without it is polled message by message and packed by the caller."""
+
+    def poll_packed(
+        self,
+        timeout_s: float,
+        size: int,
+        split: Mapping[SystemStreamPartition, tuple[int, bool]],
+        run: Callable[[int, array[int], bytes], _Run],
+    ) -> dict[SystemStreamPartition, tuple[int, list[list[_Run]]]]:
+        """``poll``, each SSP's messages as ``(newest offset, runs per key bucket)``: an SSP of
+        ``split`` (``(factor, control_to_all)``, as ``samzamp.consume.key_bucket.split_by_key_bucket``
+        takes them) in ``factor`` lists, one per key bucket, any other in one list. Each list holds
+        runs of at most ``size`` messages, in offset order, each made by ``run(first offset,
+        array('q') of the offsets, msgpack bytes of the [offset, key, value, timestamp] arrays)``.
+        Never a control marker: the caller adds those."""
 
 
 class Flushable(Protocol):

@@ -7,9 +7,13 @@ from __future__ import annotations
 
 import copy
 import random
+from array import array
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
 import pytest
 
+from samzamp import _fetchpack
 from samzamp.api.envelope import SystemStream, SystemStreamPartition
 from samzamp.choose.round_robin import RoundRobinChooser
 from samzamp.consume.backpressure import Backpressure
@@ -71,6 +75,60 @@ class RandomConsumer:
     def stop(self) -> None: ...
 
 
+_R = TypeVar("_R")
+
+
+class _Message:
+    """What samzamp._fetchpack calls of a confluent-kafka Message."""
+
+    def __init__(self, ssp: SystemStreamPartition, m: RawMessage) -> None:
+        self.ssp, self.m = ssp, m
+
+    def error(self) -> None:
+        return None
+
+    def topic(self) -> str:
+        return self.ssp.stream
+
+    def partition(self) -> int:
+        return self.ssp.partition
+
+    def offset(self) -> int:
+        return self.m[0]
+
+    def key(self) -> bytes | None:
+        return self.m[1]
+
+    def value(self) -> bytes | None:
+        return self.m[2]
+
+    def timestamp(self) -> tuple[int, int]:
+        return (1, self.m[3])
+
+
+class PackingRandomConsumer(RandomConsumer):
+    """``RandomConsumer`` packing its polls in C as the Kafka consumer does (``poll_packed``), so the
+    counts are kept on that path too. A Kafka partition carries no end-of-stream marker."""
+
+    def poll(self, timeout_s: float) -> dict[SystemStreamPartition, list[RawMessage]]:
+        polled = super().poll(timeout_s)
+        return {s: [m for m in msgs if m[0] >= 0] for s, msgs in polled.items()}
+
+    def poll_packed(
+        self,
+        timeout_s: float,
+        size: int,
+        split: Mapping[SystemStreamPartition, tuple[int, bool]],
+        run: Callable[[int, array[int], bytes], _R],
+    ) -> dict[SystemStreamPartition, tuple[int, list[list[_R]]]]:
+        polled = self.poll(timeout_s)
+        batch = [_Message(ssp, m) for ssp, msgs in polled.items() for m in msgs]
+        lookup: dict[Any, SystemStreamPartition] = {(s.stream, s.partition): s for s in self.position}
+        out, errors, dropped = _fetchpack.pack_consumed(batch, lookup, False, split, size, run, array)
+        assert (errors, dropped) == ([], 0)
+        return out
+
+
 def all_lanes() -> list[Lane]:
     lanes: list[Lane] = list(PLAIN)
     lanes += [s._replace(key_bucket=b) for s in KEYED for b in range(FACTOR)]
@@ -86,10 +144,13 @@ def check(sc: SystemConsumers) -> None:
     assert sc._held_total() == sum(recount.values())
 
 
+@pytest.mark.parametrize("packing", [False, True], ids=["poller-packs", "consumer-packs"])
 @pytest.mark.parametrize("seed", range(8))
-def test_kept_counts_equal_a_recount_after_random_polls_takes_leaves_joins_and_markers(seed: int) -> None:
+def test_kept_counts_equal_a_recount_after_random_polls_takes_leaves_joins_and_markers(
+    seed: int, packing: bool
+) -> None:
     rng = random.Random(seed)
-    consumer = RandomConsumer(rng)
+    consumer = PackingRandomConsumer(rng) if packing else RandomConsumer(rng)
     sc = SystemConsumers(
         {"s": consumer},
         [],
