@@ -104,7 +104,7 @@ _CONVERTING = b"converting"
 _CONVERT_BATCH = 10_000
 _CONVERTING_WHAT = "converting its store format"
 _CUT_SHORT = "a conversion of its store format (stores.<name>.lmdb.checksums) was cut short"
-_RESTORE_CUT_SHORT = "a restore from its changelog was cut short (its writes were not synced to disk)"
+_RESTORE_CUT_SHORT = "a restore from its changelog did not finish (its writes were not synced to disk)"
 _RESTORE_ADVICE = (
     "nothing to do: the task's next start removes the store's files and restores it in full from its "
     "changelog (a store without a changelog starts empty)"

@@ -75,8 +75,8 @@ _LMDB_FILES = ("data.mdb", "lock.mdb", "OFFSET")
 LOCK_WAIT_S = 10.0
 # Changelog records per LMDB transaction of a restore. A compacted changelog's keys come in no key
 # order, so each record of a big store dirties a page of its own: a transaction of more records
-# shares more of them (at 10 million keys, 100,000 records dirty about 80,000 pages, 320 MB while it
-# is written; 10,000 records about 9,800).
+# shares more of them (at 10 million keys, 100,000 records dirty about 80,000 pages, 10,000 records
+# about 9,800). The restore writes through the map: the dirty pages are the page cache's, not copies.
 RESTORE_BATCH = 100_000
 
 

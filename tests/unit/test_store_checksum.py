@@ -444,8 +444,8 @@ def test_a_restore_cut_short_leaves_a_mark_that_check_env_refuses_before_mapping
     engine.close()  # cut short: no finish_restore
     problem = check_env(tmp_path)
     assert problem is not None
-    assert "a restore from its changelog was cut short" in problem
-    with pytest.raises(StoreError, match="a restore from its changelog was cut short"):
+    assert "a restore from its changelog did not finish" in problem
+    with pytest.raises(StoreError, match="a restore from its changelog did not finish"):
         LmdbSnapshot(tmp_path)
     remove_env(tmp_path)
     assert not (tmp_path / RESTORING_FILE).exists()
