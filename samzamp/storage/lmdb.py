@@ -47,8 +47,9 @@ write through the map into a file it grows sparse, and a full filesystem would d
 instead of an error. A restore (``start_restore`` to ``finish_restore``) is the exception: it
 writes through the map, unsynced, with every block of ``data.mdb`` up to the map's size allocated
 first (``posix_fallocate``: no room is an error there), under a ``RESTORING`` mark that makes a
-restore cut short a full restore at the next start; the file is cut back to its used pages after. The one file LMDB writes through a map is ``lock.mdb`` (its reader table),
-which it extends with ``ftruncate``, so sparse: its blocks are allocated before LMDB opens it
+restore cut short a full restore at the next start; the file is cut back to its used pages after.
+The one file LMDB writes through a map otherwise is ``lock.mdb`` (its reader table), which it
+extends with ``ftruncate``, so sparse: its blocks are allocated before LMDB opens it
 (``posix_fallocate``), so that a full filesystem is an error at open, not a SIGBUS.
 """
 
