@@ -13,7 +13,8 @@ flipped bits and all but one in 2^32 of the rest.
 
 The work is done by the native extension ``samzamp._checksum`` (native/checksum.c; the CPU's crc32
 instruction where x86-64 has SSE 4.2); ``crc32c_reference`` is the definition in Python, which the
-native code must match bit for bit (tests/unit/test_store_checksum.py).
+native code must match bit for bit (tests/unit/test_store_checksum.py). ``verify_lmdb`` checks every
+value of a store straight from its LMDB file's pages (``LmdbEngine.verify``, at a task's start).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ __all__ = [
     "seal",
     "seal_reference",
     "unseal",
+    "verify_lmdb",
 ]
 
 PLAIN = 1
@@ -40,6 +42,7 @@ _POLY = 0x82F63B78
 crc32c = _checksum.crc32c
 seal = _checksum.seal
 unseal = _checksum.unseal
+verify_lmdb = _checksum.verify_lmdb
 
 
 def crc32c_reference(data: bytes, crc: int = 0) -> int:

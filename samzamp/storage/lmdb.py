@@ -44,8 +44,12 @@ Writes go through ``pwrite`` (``writemap=False``): a full disk or an I/O error a
 transaction (LMDB reports a short write as EIO), which raises a ``StoreError``
 (``storage.io_errors``) and leaves the environment at its last commit. With ``writemap`` LMDB would
 write through the map into a file it grows sparse, and a full filesystem would deliver SIGBUS
-instead of an error. The one file LMDB writes through a map is ``lock.mdb`` (its reader table),
-which it extends with ``ftruncate``, so sparse: its blocks are allocated before LMDB opens it
+instead of an error. A restore (``start_restore`` to ``finish_restore``) is the exception: it
+writes through the map, unsynced, with every block of ``data.mdb`` up to the map's size allocated
+first (``posix_fallocate``: no room is an error there), under a ``RESTORING`` mark that makes a
+restore cut short a full restore at the next start; the file is cut back to its used pages after.
+The one file LMDB writes through a map otherwise is ``lock.mdb`` (its reader table), which it
+extends with ``ftruncate``, so sparse: its blocks are allocated before LMDB opens it
 (``posix_fallocate``), so that a full filesystem is an error at open, not a SIGBUS.
 """
 
@@ -53,6 +57,7 @@ from __future__ import annotations
 
 import errno
 import logging
+import mmap
 import os
 import shutil
 import stat
@@ -66,14 +71,16 @@ from typing import NamedTuple, cast
 import lmdb
 
 from samzamp.api.errors import StoreError
-from samzamp.storage.checksum import CHECKSUMMED, FORMATS, PLAIN, seal, unseal
+from samzamp.storage.checksum import CHECKSUMMED, FORMATS, PLAIN, seal, unseal, verify_lmdb
 from samzamp.storage.io_errors import store_files, store_io_error
+from samzamp.storage.offset_file import fsync_dir
 
 __all__ = [
     "DAMAGED_FILE",
     "DATA_FILE",
     "DEFAULT_MAP_SIZE",
     "LMDB_LOCK_FILE",
+    "RESTORING_FILE",
     "LmdbEngine",
     "LmdbReader",
     "LmdbSnapshot",
@@ -90,6 +97,7 @@ DEFAULT_MAP_SIZE = 64 << 20
 DATA_FILE = "data.mdb"
 LMDB_LOCK_FILE = "lock.mdb"
 DAMAGED_FILE = "DAMAGED"
+RESTORING_FILE = "RESTORING"
 _OFFSET = b"changelog-offset"
 _DIRTY = b"dirty"
 _FORMAT = b"format"
@@ -97,6 +105,7 @@ _CONVERTING = b"converting"
 _CONVERT_BATCH = 10_000
 _CONVERTING_WHAT = "converting its store format"
 _CUT_SHORT = "a conversion of its store format (stores.<name>.lmdb.checksums) was cut short"
+_RESTORE_CUT_SHORT = "a restore from its changelog did not finish (its writes were not synced to disk)"
 _RESTORE_ADVICE = (
     "nothing to do: the task's next start removes the store's files and restores it in full from its "
     "changelog (a store without a changelog starts empty)"
@@ -180,6 +189,8 @@ def check_env(path: Path) -> str | None:
         damaged = f"({DAMAGED_FILE} unreadable: {e})"
     if damaged is not None:
         return f"it was marked damaged: {damaged or 'no reason recorded'}"
+    if (path / RESTORING_FILE).exists():
+        return _RESTORE_CUT_SHORT
     problem = _file_problem(path)
     if problem is not None or not (path / DATA_FILE).exists():
         return problem
@@ -212,7 +223,7 @@ def check_env(path: Path) -> str | None:
 def remove_env(path: Path) -> None:
     """Delete the LMDB files of ``path`` (whatever they are) and its damage mark, so the next open
     starts empty."""
-    for name in (DATA_FILE, LMDB_LOCK_FILE, DAMAGED_FILE):
+    for name in (DATA_FILE, LMDB_LOCK_FILE, DAMAGED_FILE, RESTORING_FILE):
         file = path / name
         if file.is_dir() and not file.is_symlink():
             shutil.rmtree(file)
@@ -334,14 +345,10 @@ class LmdbEngine:
                 os.close(fd)
         except OSError as e:
             raise store_io_error(path, f"allocating its {LMDB_LOCK_FILE} file", e) from e
-        try:
-            # One process uses the environment: no locking between processes needed (lock=False would
-            # be faster, but a second container on the same directory must fail, not corrupt it).
-            self._env = lmdb.open(str(path), map_size=map_size, max_dbs=2, sync=sync, metasync=sync, writemap=False)
-            self._data = self._env.open_db(b"data")
-            self._meta = self._env.open_db(b"meta")
-        except lmdb.Error as e:
-            raise store_io_error(path, "opening its LMDB files", e, _lmdb_errno(e)) from e
+        self._sync = sync
+        self._restoring = False  # between start_restore and finish_restore: commits are not synced
+        self._writemap = False  # only while restoring, its map's blocks allocated
+        self._open_env(map_size, sync)
         # Open readers (a forgotten one is aborted by the garbage collector, and leaves this set).
         self._readers: weakref.WeakSet[LmdbReader] = weakref.WeakSet()
         self.damage: str | None = None  # what failed its checksum, once something has
@@ -354,6 +361,100 @@ class LmdbEngine:
             self._env.close()
             raise
         self._sealed = self.format == CHECKSUMMED
+
+    def _open_env(self, map_size: int, sync: bool, writemap: bool = False) -> None:
+        try:
+            # One process uses the environment: no locking between processes needed (lock=False would
+            # be faster, but a second container on the same directory must fail, not corrupt it).
+            self._env = lmdb.open(
+                str(self.path), map_size=map_size, max_dbs=2, sync=sync, metasync=sync, writemap=writemap
+            )
+            self._data = self._env.open_db(b"data")
+            self._meta = self._env.open_db(b"meta")
+        except lmdb.Error as e:
+            raise store_io_error(self.path, "opening its LMDB files", e, _lmdb_errno(e)) from e
+
+    # -- restore: one sync for the whole of it ------------------------------------------------------
+    def start_restore(self) -> None:
+        """Write a restore's batches without syncing each (``apply`` then commits to the page cache
+        only; ``finish_restore`` syncs once). Until then the directory carries a ``RESTORING`` mark,
+        made durable before the first unsynced write: LMDB without sync keeps a process crash
+        harmless but not a power loss, which may leave its meta page on disk pointing at pages that
+        never reached it, so ``check_env`` refuses a directory with the mark before mapping it (the
+        next start removes it and restores in full)."""
+        if self._restoring:
+            return
+        with store_files(self.path, f"writing its {RESTORING_FILE} mark"):
+            with open(self.path / RESTORING_FILE, "wb") as f:
+                f.write(b"a restore from the changelog writes this store without syncing each batch\n")
+                f.flush()
+                os.fsync(f.fileno())
+            fsync_dir(self.path)
+        self._restoring = True
+        # Through the map (writemap): a page is written where it lies, with no copy and no pwrite per
+        # dirty page, which is most of a big store's restore. Only while every page of the map has its
+        # blocks (``_allocate_map``): then a full filesystem is an error there, never a SIGBUS at a
+        # write through the map.
+        self._reopen(sync=False, writemap=True)
+        if not self._allocate_map():
+            self._reopen(sync=False)
+
+    def finish_restore(self) -> None:
+        """Sync every write since ``start_restore`` to disk, go back to syncing each commit, and
+        remove the ``RESTORING`` mark (durably). ``StoreError`` when the filesystem fails it (the
+        mark stays: the next start restores in full)."""
+        if not self._restoring:
+            return
+        self.sync()
+        used = (int(self._env.info()["last_pgno"]) + 1) * int(self._env.stat()["psize"])
+        self._reopen(sync=self._sync, trim_to=used)
+        self._restoring = False
+        with store_files(self.path, f"removing its {RESTORING_FILE} mark"):
+            (self.path / RESTORING_FILE).unlink(missing_ok=True)
+            fsync_dir(self.path)
+
+    def _reopen(self, sync: bool, writemap: bool = False, trim_to: int | None = None) -> None:
+        """Close and open the environment again; ``trim_to``: first cut ``data.mdb`` to that many
+        bytes, the pages the newest meta page counts (past them LMDB has written nothing: the
+        blocks ``_allocate_map`` gave it)."""
+        map_size = int(self._env.info()["map_size"])
+        for r in list(self._readers):
+            r.close("it was closed because its store was reopened for a restore")
+        self._env.close()
+        if trim_to is not None:
+            with store_files(self.path, f"trimming its {DATA_FILE} file"):
+                if os.stat(self.path / DATA_FILE).st_size > trim_to:
+                    os.truncate(self.path / DATA_FILE, trim_to)
+        self._writemap = writemap
+        self._open_env(map_size, sync, writemap)
+
+    def _allocate_map(self) -> bool:
+        """Allocate the blocks of ``data.mdb`` up to the map's size (LMDB with writemap makes the
+        file that long, sparse). False where the filesystem cannot allocate ahead (then writemap
+        must not be used); ``StoreError`` where it has no room."""
+        size = int(self._env.info()["map_size"])
+        try:
+            fd = os.open(self.path / DATA_FILE, os.O_RDWR | os.O_CLOEXEC)
+            try:
+                os.posix_fallocate(fd, 0, size)
+            finally:
+                os.close(fd)
+        except OSError as e:
+            if e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EIO):
+                self._reopen(sync=False)  # no write may go through the map's unallocated pages
+                raise store_io_error(self.path, f"allocating {size} bytes of its {DATA_FILE} file", e) from e
+            log.info("store in %s: cannot allocate its map ahead (%s); restoring without writemap", self.path, e)
+            return False
+        return True
+
+    def _grow_ahead(self) -> None:
+        """While restoring, double the map before a batch once it is three quarters used, so that
+        a batch seldom finds it full (which aborts it and writes it again)."""
+        info = self._env.info()
+        map_size = int(info["map_size"])
+        used = (int(info["last_pgno"]) + 1) * int(self._env.stat()["psize"])
+        if used * 4 >= map_size * 3 and not self._readers:
+            self._grow(False)
 
     # -- the store format -------------------------------------------------------------------------
     def _stored_format(self) -> int:
@@ -441,14 +542,40 @@ class LmdbEngine:
 
     def verify(self) -> str | None:
         """Check every value's checksum (format 2): None when all hold, else what failed (the store
-        is then marked damaged, as a read that fails would)."""
+        is then marked damaged, as a read that fails would).
+
+        The values are read from ``data.mdb``'s pages directly (``verify_lmdb``, in C: what the
+        scan through LMDB below does, ten times faster), the key it names checked again through
+        LMDB; where that walk cannot read the file as LMDB wrote it, or disagrees with LMDB, the
+        scan through LMDB decides."""
         if not self._sealed:
             return None
+        walked = self._walk_pages()
+        if walked is not None:
+            entries, failed = walked
+            if failed is None and entries == self.count():
+                return None
+            if failed is not None:
+                with self._env.begin(db=self._data, buffers=True) as txn:
+                    stored = txn.get(failed)
+                    if stored is not None and unseal(failed, stored) is None:
+                        return self._damaged(failed).problem
+            log.info("store in %s: its pages read otherwise than LMDB reads them; checking through LMDB", self.path)
         with self._env.begin(db=self._data, buffers=True) as txn:
             for key, value in txn.cursor().iternext(keys=True, values=True):
                 if unseal(key, value) is None:
                     return self._damaged(bytes(key)).problem
         return None
+
+    def _walk_pages(self) -> tuple[int, bytes | None] | None:
+        """``verify_lmdb`` over a read-only map of ``data.mdb``: (entries, the first key that fails or
+        None), or None where it cannot read the file (then the scan through LMDB decides)."""
+        try:
+            with open(self.path / DATA_FILE, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
+                return verify_lmdb(m, b"data")
+        except (OSError, ValueError) as e:
+            log.info("store in %s: %s; checking through LMDB", self.path, e)
+            return None
 
     # -- reads ----------------------------------------------------------------------------------
     def get(self, key: bytes) -> bytes | None:
@@ -514,6 +641,8 @@ class LmdbEngine:
         unless ``invalidate_readers``: then it closes them first. A write the filesystem refuses (a
         full disk, an I/O error) raises ``StoreError``; nothing of the batch is written."""
         batch = list(writes)
+        if self._restoring:
+            self._grow_ahead()
         self._transact(partial(self._write, batch, changelog_offset), "writing to LMDB", invalidate_readers)
 
     def _write(
@@ -563,6 +692,8 @@ class LmdbEngine:
             self._env.set_mapsize(size)
         except lmdb.Error as e:
             raise store_io_error(self.path, f"growing the LMDB map to {size} bytes", e, _lmdb_errno(e)) from e
+        if self._writemap and not self._allocate_map():
+            self._reopen(sync=False)  # no write went through the new part of the map yet
 
     def sync(self) -> None:
         """Make every committed write durable (fsync); ``StoreError`` when the filesystem fails it."""
@@ -619,6 +750,8 @@ class LmdbSnapshot:
             damaged = f"({DAMAGED_FILE} unreadable: {e})"
         if damaged is not None:
             raise StoreError(str(path), f"it was marked damaged: {damaged or 'no reason recorded'}", _RESTORE_ADVICE)
+        if (path / RESTORING_FILE).exists():
+            raise StoreError(str(path), _RESTORE_CUT_SHORT, _RESTORE_ADVICE)
         problem = _file_problem(path)
         if problem is None and not (path / DATA_FILE).is_file():
             problem = f"it has no {DATA_FILE}"

@@ -4,6 +4,7 @@ converted between format 1 (plain values) and 2 (checksummed)."""
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import random
@@ -18,8 +19,25 @@ from samzamp.api.serde import Serde
 from samzamp.config import Config, validate
 from samzamp.config.settings import JobSettings
 from samzamp.serde.registry import SerdeRegistry
-from samzamp.storage.checksum import CHECKSUMMED, PLAIN, crc32c, crc32c_reference, seal, seal_reference, unseal
-from samzamp.storage.lmdb import DAMAGED_FILE, DATA_FILE, LmdbEngine, check_env
+from samzamp.storage.checksum import (
+    CHECKSUMMED,
+    PLAIN,
+    crc32c,
+    crc32c_reference,
+    seal,
+    seal_reference,
+    unseal,
+    verify_lmdb,
+)
+from samzamp.storage.lmdb import (
+    DAMAGED_FILE,
+    DATA_FILE,
+    RESTORING_FILE,
+    LmdbEngine,
+    LmdbSnapshot,
+    check_env,
+    remove_env,
+)
 from samzamp.storage.manager import TaskStorage
 from samzamp.storage.store import LmdbKeyValueStore
 
@@ -303,3 +321,204 @@ def test_the_checksums_key_picks_the_format_of_a_task_storage(tmp_path: Path) ->
         raw = _raw(tmp_path / "state" / "scratch" / "Partition_0")
         assert raw[b"meta:format"] == fmt
         assert raw[b"data:k"] == stored
+
+
+# -- verify over the raw pages ---------------------------------------------------------------------
+
+
+def _lmdb_scan(path: Path) -> tuple[int, bytes | None]:
+    """What a scan through LMDB itself finds: (entries, the first key whose value fails)."""
+    env = lmdb.open(str(path), readonly=True, lock=False, max_dbs=2)
+    try:
+        db = env.open_db(b"data", create=False)
+        n, failed = 0, None
+        with env.begin(db=db, buffers=True) as txn:
+            for k, v in txn.cursor().iternext(keys=True, values=True):
+                n += 1
+                if failed is None and unseal(k, v) is None:
+                    failed = bytes(k)
+        return n, failed
+    finally:
+        env.close()
+
+
+def _walk(path: Path) -> tuple[int, bytes | None]:
+    return verify_lmdb((path / DATA_FILE).read_bytes(), b"data")
+
+
+def test_the_page_walk_checks_every_value_lmdb_holds_and_names_the_first_that_fails(tmp_path: Path) -> None:
+    """Values on their leaf page and on overflow pages, a tree of several levels, deletes: the walk
+    counts what LMDB counts, and names the key that LMDB's own scan finds first."""
+    rng = random.Random(5)
+    engine = LmdbEngine(tmp_path)
+    for batch in range(6):
+        writes: list[tuple[bytes, bytes | None]] = []
+        for _ in range(2000):
+            key = f"k{rng.randrange(20_000)}".encode() * rng.choice((1, 1, 4))
+            value = os.urandom(rng.choice((0, 3, 30, 200, 3000, 9000))) if rng.random() < 0.97 else None
+            writes.append((key, value))
+        engine.apply(writes, batch)
+    entries = engine.count()
+    engine.close()
+    assert _walk(tmp_path) == _lmdb_scan(tmp_path) == (entries, None)
+    data = (tmp_path / DATA_FILE).read_bytes()
+    env = lmdb.open(str(tmp_path), readonly=True, lock=False, max_dbs=2)
+    with env.begin(db=env.open_db(b"data", create=False)) as txn:
+        stored = [(bytes(k), bytes(v)) for k, v in txn.cursor()]
+    env.close()
+    flipped = 0
+    for key, value in rng.sample(stored, 30):
+        at = data.find(value)
+        if len(value) < 12 or at < 0 or data.find(value, at + 1) >= 0:
+            continue  # a value too short to find alone, or found twice
+        damaged = bytearray(data)
+        damaged[at + len(value) - 1] ^= 0x01
+        (tmp_path / DATA_FILE).write_bytes(damaged)
+        assert _walk(tmp_path)[1] == _lmdb_scan(tmp_path)[1] == key  # the walk stops at it
+        flipped += 1
+    assert flipped >= 10
+    (tmp_path / DATA_FILE).write_bytes(data)
+    assert _walk(tmp_path) == (entries, None)
+
+
+def test_the_page_walk_never_crashes_on_damaged_pages_and_verify_still_decides(tmp_path: Path) -> None:
+    """Bytes changed anywhere (headers, node offsets, page numbers): the walk answers or raises
+    ValueError, never reads outside the file; ``verify`` then scans through LMDB."""
+    engine = LmdbEngine(tmp_path)
+    engine.apply([(f"k{i:06d}".encode(), f"v{i}".encode() * (1 + i % 700)) for i in range(3000)], 1)
+    engine.close()
+    data = (tmp_path / DATA_FILE).read_bytes()
+    rng = random.Random(11)
+    for _ in range(300):
+        damaged = bytearray(data)
+        for _ in range(rng.choice((1, 4, 40))):
+            damaged[rng.randrange(len(damaged))] ^= rng.randrange(1, 256)
+        try:
+            _ = verify_lmdb(damaged, b"data")
+        except ValueError:
+            pass
+    with pytest.raises(ValueError, match="cannot walk the LMDB file: no database of that name"):
+        verify_lmdb(data, b"nothing")
+    with pytest.raises(ValueError, match="no LMDB meta page"):
+        verify_lmdb(b"\0" * 100, b"data")
+
+
+def test_verify_falls_back_to_lmdb_where_the_walk_cannot_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    engine = LmdbEngine(tmp_path)
+    engine.apply([(f"k{i:04d}".encode(), f"value-{i:04d}-{'x' * 30}".encode()) for i in range(2000)], 1)
+    engine.close()
+    assert _flip_value(tmp_path, b"value-0777-") >= 1
+
+    def unreadable(data: object, name: bytes) -> tuple[int, bytes | None]:
+        raise ValueError("cannot walk the LMDB file: as a test says")
+
+    monkeypatch.setattr("samzamp.storage.lmdb.verify_lmdb", unreadable)
+    engine = LmdbEngine(tmp_path)
+    problem = engine.verify()
+    engine.close()
+    assert problem is not None
+    assert "the value of key b'k0777'" in problem
+
+    def wrong(data: object, name: bytes) -> tuple[int, bytes | None]:
+        return 2000, b"k0001"  # a key whose value holds: LMDB is asked, and scans
+
+    (tmp_path / DAMAGED_FILE).unlink()
+    monkeypatch.setattr("samzamp.storage.lmdb.verify_lmdb", wrong)
+    engine = LmdbEngine(tmp_path)
+    problem = engine.verify()
+    engine.close()
+    assert problem is not None
+    assert "the value of key b'k0777'" in problem
+
+
+# -- a restore's one sync ----------------------------------------------------------------------------
+
+
+def test_a_restore_cut_short_leaves_a_mark_that_check_env_refuses_before_mapping(tmp_path: Path) -> None:
+    engine = LmdbEngine(tmp_path)
+    engine.apply([(b"before", b"x")], 3)
+    engine.start_restore()
+    assert (tmp_path / RESTORING_FILE).exists()
+    engine.apply([(f"k{i}".encode(), b"v") for i in range(1000)], None)
+    assert engine.get(b"k999") == b"v"
+    engine.close()  # cut short: no finish_restore
+    problem = check_env(tmp_path)
+    assert problem is not None
+    assert "a restore from its changelog did not finish" in problem
+    with pytest.raises(StoreError, match="a restore from its changelog did not finish"):
+        LmdbSnapshot(tmp_path)
+    remove_env(tmp_path)
+    assert not (tmp_path / RESTORING_FILE).exists()
+
+
+def test_a_restore_finished_syncs_once_and_commits_sync_again(tmp_path: Path) -> None:
+    engine = LmdbEngine(tmp_path, map_size=1 << 20)
+    engine.start_restore()
+    assert not engine._env.flags()["sync"]
+    for batch in range(5):  # the map grows under it, ahead of the batches
+        engine.apply([(f"k{batch}-{i}".encode(), b"v" * 100) for i in range(5000)], None)
+    engine.apply([], 41)
+    engine.finish_restore()
+    assert engine._env.flags()["sync"]
+    assert not (tmp_path / RESTORING_FILE).exists()
+    assert engine.changelog_offset() == 41
+    assert engine.count() == 25_000
+    engine.close()
+    assert check_env(tmp_path) is None
+    engine = LmdbEngine(tmp_path)
+    assert engine.get(b"k4-4999") == b"v" * 100
+    assert engine.verify() is None
+    engine.close()
+
+
+def test_a_restore_writes_through_an_allocated_map_and_trims_the_file_after(tmp_path: Path) -> None:
+    engine = LmdbEngine(tmp_path, map_size=1 << 20)
+    engine.start_restore()
+    assert engine._env.flags()["writemap"]
+    engine.apply([(f"k{i:05d}".encode(), b"v" * 50) for i in range(20_000)], None)
+    size = int(engine._env.info()["map_size"])
+    data = os.stat(tmp_path / DATA_FILE)
+    assert data.st_size == size
+    assert data.st_blocks * 512 >= size
+    engine.apply([], 7)
+    engine.finish_restore()
+    assert not engine._env.flags()["writemap"]
+    used = (int(engine._env.info()["last_pgno"]) + 1) * int(engine._env.stat()["psize"])
+    assert os.stat(tmp_path / DATA_FILE).st_size == used < size
+    engine.apply([(b"after", b"a commit after the restore")], 8)
+    engine.close()
+    assert check_env(tmp_path) is None
+    engine = LmdbEngine(tmp_path)
+    assert engine.count() == 20_001
+    assert engine.changelog_offset() == 8
+    assert engine.verify() is None
+    engine.close()
+
+
+def test_a_filesystem_that_cannot_allocate_ahead_restores_without_writemap(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def unsupported(fd: int, offset: int, length: int) -> None:
+        raise OSError(errno.EOPNOTSUPP, "Operation not supported")
+
+    engine = LmdbEngine(tmp_path, map_size=1 << 20)
+    monkeypatch.setattr(os, "posix_fallocate", unsupported)  # lock.mdb's own allocation went before
+    engine.start_restore()
+    assert not engine._env.flags()["writemap"]
+    assert not engine._env.flags()["sync"]
+    engine.apply([(f"k{i:05d}".encode(), b"v" * 50) for i in range(20_000)], 3)
+    engine.finish_restore()
+    assert engine.count() == 20_000
+    engine.close()
+
+    def full(fd: int, offset: int, length: int) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.undo()
+    engine = LmdbEngine(tmp_path / "full", map_size=1 << 20)
+    monkeypatch.setattr(os, "posix_fallocate", full)
+    with pytest.raises(StoreError, match="no space left"):
+        engine.start_restore()
+    assert not engine._env.flags()["writemap"]
+    engine.close()
+    assert check_env(tmp_path / "full") is not None  # the mark stays: the next start restores in full
