@@ -18,8 +18,6 @@ so its own producer is the one flushed); steps 2 and 5 run in the container.
 
 from __future__ import annotations
 
-import asyncio
-import functools
 from typing import TYPE_CHECKING, Protocol
 
 from samzamp.commit.flush_policy import require_markers
@@ -80,7 +78,6 @@ async def commit_task(ti: CommittableTask, manager: TopicCheckpointManager, *, d
     news_of_drain = drained and bool(manager.run_id)
     if offsets == ti.checkpointed and not markers and not news_of_drain and control == ti.checkpointed_control:
         return False
-    write = functools.partial(manager.write_checkpoint, control=control, drained=drained)
-    await asyncio.to_thread(write, ti.name, offsets, markers)  # 5
+    await manager.write_checkpoint_async(ti.name, offsets, markers, control=control, drained=drained)  # 5
     ti.checkpoint_written(offsets, control)  # 6
     return True

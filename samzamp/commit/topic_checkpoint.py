@@ -8,7 +8,9 @@ Works on any system that implements SystemAdmin and SystemProducer (Kafka, in-me
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import threading
 import time
 from typing import Any
 
@@ -51,6 +53,34 @@ def samza_checkpoint_task(key: bytes | None) -> str | None:
     return str(fields.get("taskName", "?"))
 
 
+class _ReadSoFar:
+    """What the checkpoint topic said up to ``next_offset``."""
+
+    __slots__ = ("foreign", "latest", "next_offset", "samza_tasks")
+
+    def __init__(self) -> None:
+        self.next_offset = 0
+        self.latest: dict[str, Checkpoint] = {}
+        self.samza_tasks: set[str] = set()
+        self.foreign = 0
+
+    def clear(self) -> None:
+        self.next_offset = 0
+        self.latest = {}
+        self.samza_tasks = set()
+        self.foreign = 0
+
+    def copy(self) -> _ReadSoFar:
+        out = _ReadSoFar()
+        out.next_offset, out.latest, out.samza_tasks, out.foreign = (
+            self.next_offset,
+            dict(self.latest),
+            set(self.samza_tasks),
+            self.foreign,
+        )
+        return out
+
+
 class TopicCheckpointManager:
     def __init__(
         self,
@@ -70,6 +100,11 @@ class TopicCheckpointManager:
         self._segment_bytes = segment_bytes
         self._validate = validate_grouper
         self.run_id = ""  # the job's run (app.run.id) that each checkpoint written here belongs to
+        self._read = _ReadSoFar()  # the topic as far as read_last_checkpoints read it
+        self._read_lock = threading.Lock()
+        # Checkpoints waiting to be written together (write_checkpoint_async), and their writer.
+        self._batch: list[tuple[str, bytes | None, bytes | None, asyncio.Future[None]]] = []
+        self._writer: asyncio.Task[None] | None = None
 
     def create_topic(self) -> None:
         counts = self._admin.partition_counts([self.topic])
@@ -86,21 +121,35 @@ class TopicCheckpointManager:
     def read_last_checkpoints(self) -> dict[str, Checkpoint]:
         """The newest checkpoint of every task in the topic.
 
+        The first call reads the topic from its oldest record; later ones read only what was
+        written since (a processor reads it at every rebalance, and the topic of thousands of tasks
+        grows by thousands of records a commit interval). Should the topic end before where the
+        last read stopped (it was recreated), it is read whole again. Any thread.
+
         A topic that holds Apache Samza's checkpoints and none of samzamp's raises ConfigError: the
         job was moved from Samza under the same job.name and job.id, and starting would silently
         drop every offset Samza committed. Any other record samzamp cannot read is skipped, and said.
         """
-        latest: dict[str, Checkpoint] = {}
-        samza_tasks: set[str] = set()
-        foreign = 0
-        for _offset, key_bytes, value, _ts in self._admin.read_all(self.topic, 0):
+        with self._read_lock:
+            # Read into a copy: a read that fails leaves what was read before as it was.
+            read = self._read.copy()
+            self._read_from(read)
+            self._read = read
+        return self._checked(read)
+
+    def _read_from(self, read: _ReadSoFar) -> None:
+        """Apply the records from ``read.next_offset`` to the end to ``read``."""
+        for offset, key_bytes, value, _ts in self._admin.read_all(self.topic, 0, read.next_offset):
+            if offset < read.next_offset:  # recreated since the last read: this is all of it
+                read.clear()
+            read.next_offset = offset + 1
             key = decode_key(key_bytes) if key_bytes is not None else None
             if key is None:
                 samza_task = samza_checkpoint_task(key_bytes)
                 if samza_task is not None:
-                    samza_tasks.add(samza_task)
+                    read.samza_tasks.add(samza_task)
                 else:
-                    foreign += 1
+                    read.foreign += 1
                 continue
             if key.grouper != self._grouper and self._validate:
                 raise CheckpointError(
@@ -108,9 +157,12 @@ class TopicCheckpointManager:
                     f"but this job uses {self._grouper!r}; set job.checkpoint.validation.enabled=false to ignore"
                 )
             if value is None:
-                latest.pop(key.task_name, None)  # a tombstone deletes the task's checkpoint
+                read.latest.pop(key.task_name, None)  # a tombstone deletes the task's checkpoint
                 continue
-            latest[key.task_name] = decode_checkpoint(key.task_name, value)
+            read.latest[key.task_name] = decode_checkpoint(key.task_name, value)
+
+    def _checked(self, read: _ReadSoFar) -> dict[str, Checkpoint]:
+        latest, samza_tasks, foreign = read.latest, read.samza_tasks, read.foreign
         if samza_tasks and not latest:
             raise ConfigError(
                 "job.id",
@@ -129,19 +181,16 @@ class TopicCheckpointManager:
             log.warning(
                 "checkpoint topic %s: skipped %d record(s) that are not samzamp checkpoints", self.topic, foreign
             )
-        return latest
+        return dict(latest)
 
-    def write_checkpoint(
+    def _record(
         self,
         task_name: str,
         offsets: dict[SystemStreamPartition, int],
-        state_markers: dict[str, str] | None = None,
-        *,
-        control: ControlState | None = None,
-        drained: bool = False,
-    ) -> Checkpoint:
-        """Write and wait for the acknowledgement (blocking: call it off the event loop).
-        ``drained``: the task's final checkpoint of its run's drain."""
+        state_markers: dict[str, str] | None,
+        control: ControlState | None,
+        drained: bool,
+    ) -> tuple[Checkpoint, bytes | None, bytes | None]:
         checkpoint = CheckpointV2(
             checkpoint_id=new_checkpoint_id(),
             task_name=task_name,
@@ -154,16 +203,87 @@ class TopicCheckpointManager:
             control=control,
         )
         key, value = encode_checkpoint(CheckpointKey(task_name=task_name, grouper=self._grouper), checkpoint)
+        return checkpoint, key, value
+
+    def write_checkpoint(
+        self,
+        task_name: str,
+        offsets: dict[SystemStreamPartition, int],
+        state_markers: dict[str, str] | None = None,
+        *,
+        control: ControlState | None = None,
+        drained: bool = False,
+    ) -> Checkpoint:
+        """Write and wait for the acknowledgement (blocking: call it off the event loop).
+        ``drained``: the task's final checkpoint of its run's drain."""
+        checkpoint, key, value = self._record(task_name, offsets, state_markers, control, drained)
+        self._write([(task_name, key, value)])
+        return checkpoint
+
+    async def write_checkpoint_async(
+        self,
+        task_name: str,
+        offsets: dict[SystemStreamPartition, int],
+        state_markers: dict[str, str] | None = None,
+        *,
+        control: ControlState | None = None,
+        drained: bool = False,
+    ) -> Checkpoint:
+        """``write_checkpoint`` from the event loop: done once the broker acknowledged it.
+
+        The checkpoints of the commits under way go together: those that arrive while a write
+        waits for its acknowledgement are sent as the next one, behind one flush. A commit round
+        (or the final commits of the tasks leaving in a rebalance) of thousands of tasks costs a
+        few round trips, not one each, nor a thread each. A task has one commit at a time, so its
+        checkpoints are still written in order. Event loop thread only."""
+        checkpoint, key, value = self._record(task_name, offsets, state_markers, control, drained)
+        written: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._batch.append((task_name, key, value, written))
+        if self._writer is None:
+            self._writer = asyncio.get_running_loop().create_task(self._write_batches())
+        await written
+        return checkpoint
+
+    async def _write_batches(self) -> None:
+        try:
+            while self._batch:
+                batch, self._batch = self._batch, []
+                try:
+                    await asyncio.to_thread(self._write, [(task, key, value) for task, key, value, _ in batch])
+                except Exception as e:
+                    for *_, written in batch:
+                        if not written.done():
+                            written.set_exception(e)
+                else:
+                    for *_, written in batch:
+                        if not written.done():
+                            written.set_result(None)
+        finally:
+            self._writer = None
+
+    def _write(self, records: list[tuple[str, bytes | None, bytes | None]]) -> None:
+        """Send ``records`` (task, key, value) and wait for their acknowledgement, trying all of them
+        again after a failure (a record written twice says the same twice)."""
         delay = 0.5
+        error = ""
         for attempt in range(1, 6):
-            self._producer.send(self.topic, key, value, 0, None)
+            for _task, key, value in records:
+                self._producer.send(self.topic, key, value, 0, None)
             errors = (
                 self._producer.take_errors() if self._producer.flush(30) == 0 else ["no acknowledgement within 30 s"]
             )
             if not errors:
-                return checkpoint
+                return
             error = errors[0]
-            log.warning("checkpoint of task %r not written (attempt %d): %s", task_name, attempt, error)
+            log.warning("checkpoint of %s not written (attempt %d): %s", _tasks(records), attempt, error)
             time.sleep(delay)
             delay = min(delay * 2, 10)
-        raise CheckpointError(f"checkpoint of task {task_name!r} could not be written to {self.topic}: {error}")
+        raise CheckpointError(f"checkpoint of {_tasks(records)} could not be written to {self.topic}: {error}")
+
+
+def _tasks(records: list[tuple[str, bytes | None, bytes | None]]) -> str:
+    names = [task for task, _, _ in records]
+    if len(names) == 1:
+        return f"task {names[0]!r}"
+    shown = ", ".join(repr(n) for n in names[:5])
+    return f"{len(names)} tasks ({shown}{', ...' if len(names) > 5 else ''})"

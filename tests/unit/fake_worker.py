@@ -116,6 +116,11 @@ class Checkpoints:
     ) -> None:
         self.written.append(offsets[SSP])
 
+    async def write_checkpoint_async(
+        self, name: str, offsets: dict[SystemStreamPartition, int], markers: Any, **_version_2: Any
+    ) -> None:
+        self.write_checkpoint(name, offsets, markers)
+
 
 class Running(NamedTuple):
     run_loop: RunLoop

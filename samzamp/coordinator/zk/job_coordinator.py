@@ -56,6 +56,7 @@ from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import (
     BadVersionError,
     ConnectionLoss,
+    NodeExistsError,
     NoNodeError,
     OperationTimeoutError,
     SessionExpiredError,
@@ -132,6 +133,7 @@ class ZkJobCoordinator:
         self._lease_until = 0.0
         self._heartbeat: asyncio.Task[None] | None = None
         self._renew_now = asyncio.Event()  # connected again: renew the lease without waiting a period
+        self._located: set[str] = set()  # tasks whose locality this processor wrote since it got them
 
     # -- lifetime -------------------------------------------------------------------------------
     async def start(self, listener: JobCoordinatorListener) -> None:
@@ -271,7 +273,8 @@ class ZkJobCoordinator:
             return
         latest = await asyncio.to_thread(job_models.read_version, client, keys)
         previous = await asyncio.to_thread(job_models.read_job_model, client, keys, latest) if latest else None
-        locality = await asyncio.to_thread(_read_locality, client, keys)
+        # Only host affinity places tasks by their locality: without it, the records are not read.
+        locality = await asyncio.to_thread(_read_locality, client, keys) if self._zk.host_affinity else {}
         model = await self._calculate({d.processor_id: d.location_id for d in processors.values()}, previous, locality)
         # Each container names the registration it was computed for: a processor restarted under
         # the same processor.id must not take the tasks of a version computed for its predecessor.
@@ -378,6 +381,7 @@ class ZkJobCoordinator:
             log.info("job model version %d: not joining its barrier, this processor is stopping", version)
             return
         self._lost += released
+        self._located.difference_update(released)  # its next owner records it, wherever that is
         if not await asyncio.to_thread(join, client, keys, version, self.processor_id):
             return  # the barrier is gone: a newer version replaced it
         self._joined = version
@@ -406,11 +410,23 @@ class ZkJobCoordinator:
         gained = await self._listening().on_new_job_model(mine)
         if gained is not None:  # a stopping processor took nothing: no locality
             self._applied(version, mine, gained)
-            await asyncio.to_thread(_write_locality, client, keys, list(mine.tasks), self.location_id)
+            await self._record_locality(client, list(mine.tasks))
         if self.leader:
             await asyncio.to_thread(job_models.set_active_version, client, keys, version)
         self.m_version.set(version)
         self.m_rebalances.count += 1
+
+    async def _record_locality(self, client: KazooClient, tasks: list[str]) -> None:
+        """Write this processor's location as the locality of ``tasks`` (its own, after a version
+        was applied), except where it wrote it already since it last got the task: a task that
+        stayed here has no newer record by anyone else, so a rebalance writes what moved, not
+        every task again."""
+        mine = set(tasks)
+        self._located &= mine  # a task that left may be recorded elsewhere by the time it returns
+        news = [t for t in tasks if t not in self._located]
+        if news:
+            await asyncio.to_thread(_write_locality, client, self._keys, news, self.location_id)
+            self._located.update(news)
 
     def _applied(self, version: int, mine: JobModel, gained: list[str]) -> None:
         """The end of a rebalance for this processor: how long it paused, what it gained and lost."""
@@ -516,14 +532,17 @@ class ZkJobCoordinator:
 
 
 def _read_locality(client: KazooClient, keys: ZkKeys) -> dict[str, str]:
-    out: dict[str, str] = {}
+    """Every task's recorded location id. The reads are sent at once and answered in one stream: a
+    job of thousands of tasks would otherwise wait a round trip per task."""
     try:
         nodes = client.get_children(keys.task_locality_dir)
     except NoNodeError:
-        return out
-    for node in nodes:
+        return {}
+    pending = [(node, client.get_async(f"{keys.task_locality_dir}/{node}")) for node in nodes]
+    out: dict[str, str] = {}
+    for node, answer in pending:
         try:
-            raw, _ = client.get(f"{keys.task_locality_dir}/{node}")
+            raw, _ = answer.get()
         except NoNodeError:
             continue
         out[decode_name(node)] = raw.decode(errors="replace")
@@ -531,12 +550,22 @@ def _read_locality(client: KazooClient, keys: ZkKeys) -> dict[str, str]:
 
 
 def _write_locality(client: KazooClient, keys: ZkKeys, tasks: list[str], location_id: str) -> None:
-    for task in tasks:
-        path = keys.task_locality(task)
+    """Record ``location_id`` as the location of each of ``tasks``. The writes are sent at once (a
+    round trip in all, not one per task); a task's first record is created where a write finds none."""
+    value = location_id.encode()
+    pending = [(task, client.set_async(keys.task_locality(task), value)) for task in tasks]
+    missing = []
+    for task, answer in pending:
         try:
-            client.set(path, location_id.encode())
+            answer.get()
         except NoNodeError:
-            client.create(path, location_id.encode(), makepath=True)
+            missing.append(task)
+    created = [(task, client.create_async(keys.task_locality(task), value, makepath=True)) for task in missing]
+    for task, answer in created:
+        try:
+            answer.get()
+        except NodeExistsError:  # another processor created it meanwhile: ours is the newer record
+            client.set(keys.task_locality(task), value)
 
 
 def _close(client: KazooClient) -> None:

@@ -200,20 +200,22 @@ class KafkaSystemAdmin:
         finally:
             consumer.close()
 
-    def read_all(self, stream: str, partition: int) -> list[RawMessage]:
-        """Every message of one partition, oldest to the end (PARTITION_EOF), in offset order."""
+    def read_all(self, stream: str, partition: int, start: int = 0) -> list[RawMessage]:
+        """Every message of one partition, from offset ``start`` (0: the oldest) to the end
+        (PARTITION_EOF), in offset order; from the oldest when ``start`` is past the end."""
         consumer = Consumer(
             client_config(
                 self._clients,
                 "metadata-reader",
                 # An empty fetch answers after fetch.wait.max.ms: keep reaching the end quick.
-                defaults={"group.id": "samzamp-read-all", "fetch.wait.max.ms": 10},
+                # A ``start`` past the end (the topic was recreated) reads it from its oldest record.
+                defaults={"group.id": "samzamp-read-all", "fetch.wait.max.ms": 10, "auto.offset.reset": "earliest"},
                 owned=EOF_READER,
             )
         )
         out: list[RawMessage] = []
         try:
-            assign(consumer, [TopicPartition(stream, partition, OFFSET_BEGINNING)])
+            assign(consumer, [TopicPartition(stream, partition, start if start > 0 else OFFSET_BEGINNING)])
             deadline = time.monotonic() + 120
             while time.monotonic() < deadline:
                 # consume(n, t) waits for n messages or t (this broker answers fetches late): take
