@@ -378,7 +378,9 @@ class StreamProcessor:
         st = self.settings
         last = checkpoints.read_last_checkpoints()
         check_state_factor(model.tasks.values(), last, st.logged_stores)
-        starting_checkpoints(model.tasks.values(), last, st.reset_inputs())
+        # Only a task without a checkpoint of its own can be refused: the offsets of the others,
+        # thousands in a large job, are not wanted here.
+        starting_checkpoints([t for t in model.tasks.values() if t.name not in last], last, st.reset_inputs())
 
     async def _start_run(self, coordinators: JobCoordinatorFactory) -> CoordinatorStreamStore:
         """Create the coordinator stream and join the job's run; the stream.
