@@ -1,7 +1,8 @@
 """The checkpoint topic: one per job, one partition, compacted, one record per task (the latest wins).
 
-Read once at start (oldest to end); written at every commit, waiting for the broker's
-acknowledgement before the commit counts as done. The producer given here must carry nothing else
+Read from the oldest record at the first read, then from where the last read stopped; written at
+every commit, waiting for the broker's acknowledgement before the commit counts as done (the
+commits under way written together, ``write_checkpoint_async``). The producer given here must carry nothing else
 (the container makes one for checkpoints), so that its flush waits for the checkpoint alone.
 Works on any system that implements SystemAdmin and SystemProducer (Kafka, in-memory).
 """
@@ -128,7 +129,8 @@ class TopicCheckpointManager:
         The first call reads the topic from its oldest record; later ones read only what was
         written since (a processor reads it at every rebalance, and the topic of thousands of tasks
         grows by thousands of records a commit interval). Should the topic end before where the
-        last read stopped (it was recreated), it is read whole again. Any thread.
+        last read stopped (it was recreated), it is read whole again where the broker answers a
+        read past the end from the oldest record (Kafka's reset). Any thread.
 
         A topic that holds Apache Samza's checkpoints and none of samzamp's raises ConfigError: the
         job was moved from Samza under the same job.name and job.id, and starting would silently
