@@ -1,14 +1,17 @@
 """The checkpoint topic: one per job, one partition, compacted, one record per task (the latest wins).
 
-Read once at start (oldest to end); written at every commit, waiting for the broker's
-acknowledgement before the commit counts as done. The producer given here must carry nothing else
-(the container makes one for checkpoints), so that its flush waits for the checkpoint alone.
+Read from the oldest record at the first read, then from where the last read stopped; written at
+every commit, waiting for the broker's acknowledgement before the commit counts as done (the
+checkpoints of the commits under way written together: ``samzamp.commit.checkpoint_writes``). The
+producer given here must carry nothing else (the container makes one for checkpoints), so that its
+flush waits for the checkpoints alone.
 Works on any system that implements SystemAdmin and SystemProducer (Kafka, in-memory).
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Sequence
 from typing import Any, NamedTuple
@@ -34,6 +37,10 @@ __all__ = ["CheckpointWrite", "TopicCheckpointManager", "samza_checkpoint_task"]
 
 log = logging.getLogger(__name__)
 
+# The offsets before the end of a read in which a hole is taken for a write still in flight (read
+# again next time) rather than a compacted record.
+RECENT = 10_000
+
 # The fields of Samza's checkpoint key (KafkaCheckpointLogKeySerde), any of which marks a record as Samza's.
 _SAMZA_KEY_FIELDS = ("taskName", "systemstreampartition-grouper-factory")
 _json_object = msgspec.json.Decoder(dict[str, Any])
@@ -50,6 +57,34 @@ def samza_checkpoint_task(key: bytes | None) -> str | None:
     if not any(f in fields for f in _SAMZA_KEY_FIELDS):
         return None
     return str(fields.get("taskName", "?"))
+
+
+class _ReadSoFar:
+    """What the checkpoint topic said up to ``next_offset``."""
+
+    __slots__ = ("foreign", "latest", "next_offset", "samza_tasks")
+
+    def __init__(self) -> None:
+        self.next_offset = 0
+        self.latest: dict[str, Checkpoint] = {}
+        self.samza_tasks: set[str] = set()
+        self.foreign = 0
+
+    def clear(self) -> None:
+        self.next_offset = 0
+        self.latest = {}
+        self.samza_tasks = set()
+        self.foreign = 0
+
+    def copy(self) -> _ReadSoFar:
+        out = _ReadSoFar()
+        out.next_offset, out.latest, out.samza_tasks, out.foreign = (
+            self.next_offset,
+            dict(self.latest),
+            set(self.samza_tasks),
+            self.foreign,
+        )
+        return out
 
 
 class TopicCheckpointManager:
@@ -71,6 +106,8 @@ class TopicCheckpointManager:
         self._segment_bytes = segment_bytes
         self._validate = validate_grouper
         self.run_id = ""  # the job's run (app.run.id) that each checkpoint written here belongs to
+        self._read = _ReadSoFar()  # the topic as far as read_last_checkpoints read it
+        self._read_lock = threading.Lock()
 
     def create_topic(self) -> None:
         counts = self._admin.partition_counts([self.topic])
@@ -87,21 +124,48 @@ class TopicCheckpointManager:
     def read_last_checkpoints(self) -> dict[str, Checkpoint]:
         """The newest checkpoint of every task in the topic.
 
+        The first call reads the topic from its oldest record; later ones read only what was
+        written since (a processor reads it at every rebalance, and the topic of thousands of tasks
+        grows by thousands of records a commit interval). Should the topic end before where the
+        last read stopped (it was recreated), it is read whole again where the broker answers a
+        read past the end from the oldest record (Kafka's reset). Any thread.
+
         A topic that holds Apache Samza's checkpoints and none of samzamp's raises ConfigError: the
         job was moved from Samza under the same job.name and job.id, and starting would silently
         drop every offset Samza committed. Any other record samzamp cannot read is skipped, and said.
         """
-        latest: dict[str, Checkpoint] = {}
-        samza_tasks: set[str] = set()
-        foreign = 0
-        for _offset, key_bytes, value, _ts in self._admin.read_all(self.topic, 0):
+        with self._read_lock:
+            # Read into a copy: a read that fails leaves what was read before as it was.
+            read = self._read.copy()
+            self._read_from(read)
+            self._read = read
+        return self._checked(read)
+
+    def _read_from(self, read: _ReadSoFar) -> None:
+        """Apply the records from ``read.next_offset`` to the end to ``read``, and set where the next
+        read starts: after the last record, or at the first hole among the last ``RECENT`` offsets.
+        A reader can pass a batch that another producer's write makes visible only after later
+        ones (the embedded broker does, ARCHITECTURE.md: skipped records); read again from the hole,
+        the records after it are applied again in their order, which leaves the same newest record
+        of each task. A hole still there at the next read is not in flight: it is passed."""
+        start = read.next_offset
+        previous = start - 1
+        holes: list[int] = []
+        for offset, key_bytes, value, _ts in self._admin.read_all(self.topic, 0, start):
+            if offset < start:  # recreated since the last read: this is all of it
+                read.clear()
+                start, holes = 0, []
+            elif offset > previous + 1 and previous >= start:
+                holes.append(previous + 1)
+            previous = offset
+            read.next_offset = offset + 1
             key = decode_key(key_bytes) if key_bytes is not None else None
             if key is None:
                 samza_task = samza_checkpoint_task(key_bytes)
                 if samza_task is not None:
-                    samza_tasks.add(samza_task)
+                    read.samza_tasks.add(samza_task)
                 else:
-                    foreign += 1
+                    read.foreign += 1
                 continue
             if key.grouper != self._grouper and self._validate:
                 raise CheckpointError(
@@ -109,9 +173,15 @@ class TopicCheckpointManager:
                     f"but this job uses {self._grouper!r}; set job.checkpoint.validation.enabled=false to ignore"
                 )
             if value is None:
-                latest.pop(key.task_name, None)  # a tombstone deletes the task's checkpoint
+                read.latest.pop(key.task_name, None)  # a tombstone deletes the task's checkpoint
                 continue
-            latest[key.task_name] = decode_checkpoint(key.task_name, value)
+            read.latest[key.task_name] = decode_checkpoint(key.task_name, value)
+        recent = [h for h in holes if h >= read.next_offset - RECENT]
+        if recent:
+            read.next_offset = recent[0]
+
+    def _checked(self, read: _ReadSoFar) -> dict[str, Checkpoint]:
+        latest, samza_tasks, foreign = read.latest, read.samza_tasks, read.foreign
         if samza_tasks and not latest:
             raise ConfigError(
                 "job.id",
@@ -130,7 +200,7 @@ class TopicCheckpointManager:
             log.warning(
                 "checkpoint topic %s: skipped %d record(s) that are not samzamp checkpoints", self.topic, foreign
             )
-        return latest
+        return dict(latest)
 
     def write_checkpoint(
         self,
@@ -174,6 +244,7 @@ class TopicCheckpointManager:
             else f"{len(writes)} tasks ({writes[0].task_name!r}, ...)"
         )
         delay = 0.5
+        error = ""
         for attempt in range(1, 6):
             for key, value in records:
                 self._producer.send(self.topic, key, value, 0, None)

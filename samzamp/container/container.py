@@ -60,6 +60,11 @@ __all__ = ["SamzaContainer"]
 log = logging.getLogger(__name__)
 
 
+def _prefetched(read: asyncio.Task[object]) -> None:
+    if not read.cancelled() and read.exception() is not None:
+        log.debug("reading the checkpoint topic ahead of a rebalance: %s", read.exception())
+
+
 def same_task(a: TaskModel, b: TaskModel | None) -> bool:
     """Whether ``b`` is task ``a`` unchanged (markers aside: they come from the checkpoint)."""
     return b is not None and (a.name, a.ssps, a.changelog_partition) == (b.name, b.ssps, b.changelog_partition)
@@ -126,6 +131,7 @@ class SamzaContainer:
         self._applying = asyncio.Lock()
         self._broadcast = settings.task.broadcast_inputs
         self._starting = 0  # calls of _start_tasks under way (restores, inits)
+        self._prefetch: asyncio.Task[object] | None = None  # a read of the checkpoint topic ahead (expect)
 
     def _group_offsets(self) -> GroupOffsets | None:
         """Where each checkpoint's input offsets go for lag tools (task.checkpoint.commit.group.offsets),
@@ -182,6 +188,18 @@ class SamzaContainer:
                 len(arriving),
             )
             self._begin_pending_drain()
+
+    def expect(self, model: JobModel) -> None:
+        """``model`` is on its way (a standalone version, before its barrier): if tasks arrive with
+        it, read the checkpoint topic now, in the background, so that their start reads only what
+        was written since (the final checkpoints of their previous owners), not everything since
+        the last rebalance while every processor waits. A read that fails here is read again then."""
+        if not any(not same_task(t, self.job_model.tasks.get(n)) for n, t in model.tasks.items()):
+            return  # none arrives
+        if self._prefetch is not None and not self._prefetch.done():
+            return
+        self._prefetch = self._loop.create_task(asyncio.to_thread(self._checkpoints.read_last_checkpoints))
+        self._prefetch.add_done_callback(_prefetched)
 
     # -- stopping tasks -------------------------------------------------------------------------
     async def _stop_tasks(self, names: list[str]) -> None:

@@ -13,6 +13,7 @@ Where an order of tasks matters, ``task_order`` sorts them by their numbers ("Pa
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
@@ -27,6 +28,9 @@ _SSP_VIRTUAL = re.compile(r"(SystemStreamPartition \[.*), (\d+)\]_(\d+)")
 _PARTITION_VIRTUAL = re.compile(r"(.*)_(\d+)_(\d+)")
 
 
+# Cached: a job of thousands of tasks sorts its task names again at every model computed and every
+# rebalance, and the key is a pure function of the name.
+@functools.lru_cache(maxsize=1 << 16)
 def task_order(name: str) -> tuple[tuple[int, int | str], ...]:
     """Sort key of a task name that compares its numbers as numbers: ``Partition 2`` sorts before
     ``Partition 10``, ``SystemStreamPartition [kafka, in, 9]`` before ``[kafka, in, 10]``, and the

@@ -43,6 +43,8 @@ class ContainerListener:
         self.rebalancing = True
         container = self._container
         running = container.job_model
+        if container.takes_models and any(not same_task(t, running.tasks.get(n)) for n, t in model.tasks.items()):
+            container.expect(model)  # tasks arrive with it: their checkpoints are read ahead
         keep = [n for n, t in running.tasks.items() if same_task(t, model.tasks.get(n))]
         if not container.takes_models:
             return None

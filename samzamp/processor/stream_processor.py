@@ -215,8 +215,16 @@ class StreamProcessor:
             log.info("%s: stopping (send it again to exit at once)", signal.Signals(signum).name)
             self.stop()
 
+        # A Python handler, not loop.add_signal_handler: that one learns of a signal only from a
+        # byte written to the loop's self-pipe, and a processor of thousands of tasks fills that
+        # pipe with the wake-ups of its threads' results (a commit round's), so a SIGTERM's byte
+        # is dropped and the processor never stops. A Python handler runs on this thread whatever
+        # the pipe holds, and queues the stop on the loop.
+        def handler(signum: int, _frame: object) -> None:
+            loop.call_soon_threadsafe(on_signal, signum)
+
         for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, on_signal, sig)
+            signal.signal(sig, handler)
 
     async def _run(self) -> None:
         started = time.monotonic()
@@ -332,6 +340,11 @@ class StreamProcessor:
             restores=self.restores,
         )
         listener = self._listener = ContainerListener(container, self.pool)
+        if coordinator.models_while_running:
+            # Read the checkpoint topic before joining: the tasks this processor is given start
+            # from it, and a later read takes only what was written since. Read at the rebalance,
+            # the whole topic (a record per task per commit) would lengthen everyone's pause.
+            await asyncio.to_thread(checkpoints.read_last_checkpoints)
         # What the tasks' start builds lives as long as the process and is frozen below: collecting
         # it meanwhile only scans it again and again (with thousands of tasks, full collections
         # of a heap that grows by a quarter each time).
@@ -375,7 +388,9 @@ class StreamProcessor:
         st = self.settings
         last = checkpoints.read_last_checkpoints()
         check_state_factor(model.tasks.values(), last, st.logged_stores)
-        starting_checkpoints(model.tasks.values(), last, st.reset_inputs())
+        # Only a task without a checkpoint of its own can be refused: the offsets of the others,
+        # thousands in a large job, are not wanted here.
+        starting_checkpoints([t for t in model.tasks.values() if t.name not in last], last, st.reset_inputs())
 
     async def _start_run(self, coordinators: JobCoordinatorFactory) -> CoordinatorStreamStore:
         """Create the coordinator stream and join the job's run; the stream.

@@ -144,8 +144,10 @@ class SystemAdmin(Protocol):
     def end_offsets(self, ssps: list[SystemStreamPartition]) -> dict[SystemStreamPartition, int]:
         """The exact next offset to be written for each SSP (its high watermark)."""
 
-    def read_all(self, stream: str, partition: int) -> list[RawMessage]:
-        """Every message of one partition from the oldest to the end, in offset order."""
+    def read_all(self, stream: str, partition: int, start: int = 0) -> list[RawMessage]:
+        """Every message of one partition from offset ``start`` (0: the oldest) to the end, in
+        offset order. A ``start`` past the end (the stream was recreated shorter) may read from the
+        oldest."""
 
     def stop(self) -> None: ...
 

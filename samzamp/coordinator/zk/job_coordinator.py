@@ -45,17 +45,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
 
 import msgspec
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import (
     BadVersionError,
     ConnectionLoss,
+    NodeExistsError,
     NoNodeError,
     OperationTimeoutError,
     SessionExpiredError,
@@ -79,6 +82,8 @@ from samzamp.model.job_model import ContainerModel, JobModel
 __all__ = ["METRICS_GROUP", "ZkJobCoordinator"]
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 METRICS_GROUP = "ZkJobCoordinatorMetrics"
 RETRY_S = 0.2  # before an event that met a dropped connection is handled again
@@ -132,6 +137,12 @@ class ZkJobCoordinator:
         self._lease_until = 0.0
         self._heartbeat: asyncio.Task[None] | None = None
         self._renew_now = asyncio.Event()  # connected again: renew the lease without waiting a period
+        self._located: set[str] = set()  # tasks whose locality this processor wrote since it got them
+        # The coordinator's blocking calls (ZooKeeper, the model's calculation) run on threads of
+        # its own: in asyncio's default executor they would queue behind the container's calls, of
+        # which a commit round of thousands of tasks makes thousands, and a rebalance and the
+        # lease's heartbeat would wait for them. Its events run one at a time, beside the heartbeat.
+        self._threads = ThreadPoolExecutor(max_workers=4, thread_name_prefix="samzamp-zk-coordinator")
 
     # -- lifetime -------------------------------------------------------------------------------
     async def start(self, listener: JobCoordinatorListener) -> None:
@@ -141,17 +152,15 @@ class ZkJobCoordinator:
         listener.fence(self.lease_valid)
         self._loop = asyncio.get_running_loop()
         zk, keys = self._zk, self._keys
-        client: KazooClient = await asyncio.to_thread(
-            connect, zk.connect, zk.session_timeout_ms, zk.connection_timeout_ms
-        )
+        client: KazooClient = await self._blocking(connect, zk.connect, zk.session_timeout_ms, zk.connection_timeout_ms)
         self._client = client
         try:
-            await asyncio.to_thread(ensure_root, client, keys)
-            self.node = await asyncio.to_thread(
+            await self._blocking(ensure_root, client, keys)
+            self.node = await self._blocking(
                 register, client, keys, self.processor_id, self.location_id, zk.session_timeout_ms
             )
         except BaseException:
-            await asyncio.to_thread(_close, client)
+            await self._blocking(_close, client)
             raise
         log.info(
             "processor %s at location %s registered as %s (job %s-%s)",
@@ -183,8 +192,14 @@ class ZkJobCoordinator:
             except (asyncio.CancelledError, Exception):
                 pass
         if self._client is not None:
-            await asyncio.to_thread(_close, self._client)
+            await self._blocking(_close, self._client)
             self._client = None
+        self._threads.shutdown(wait=False)
+
+    async def _blocking(self, fn: Callable[..., T], /, *args: Any) -> T:
+        """``fn(*args)`` on the coordinator's threads (as ``asyncio.to_thread``, context included)."""
+        call = functools.partial(contextvars.copy_context().run, fn, *args)
+        return await asyncio.get_running_loop().run_in_executor(self._threads, call)
 
     # -- kazoo's threads: queue events ----------------------------------------------------------
     def _post(self, kind: str, arg: Any = None) -> None:
@@ -264,14 +279,15 @@ class ZkJobCoordinator:
         if not self.leader:
             return
         client, keys = self._client_or_fail(), self._keys
-        processors = await asyncio.to_thread(read_processors, client, keys)
+        processors = await self._blocking(read_processors, client, keys)
         ids = [d.processor_id for d in processors.values()]
         if len(set(ids)) != len(ids):
             log.warning("processor ids registered twice (%s): waiting for the duplicate to leave", sorted(ids))
             return
-        latest = await asyncio.to_thread(job_models.read_version, client, keys)
-        previous = await asyncio.to_thread(job_models.read_job_model, client, keys, latest) if latest else None
-        locality = await asyncio.to_thread(_read_locality, client, keys)
+        latest = await self._blocking(job_models.read_version, client, keys)
+        previous = await self._blocking(job_models.read_job_model, client, keys, latest) if latest else None
+        # Only host affinity places tasks by their locality: without it, the records are not read.
+        locality = await self._blocking(_read_locality, client, keys) if self._zk.host_affinity else {}
         model = await self._calculate({d.processor_id: d.location_id for d in processors.values()}, previous, locality)
         # Each container names the registration it was computed for: a processor restarted under
         # the same processor.id must not take the tasks of a version computed for its predecessor.
@@ -283,7 +299,7 @@ class ZkJobCoordinator:
             },
         )
         try:
-            version = await asyncio.to_thread(job_models.publish, client, keys, model)
+            version = await self._blocking(job_models.publish, client, keys, model)
         except BadVersionError:
             log.info("another leader published meanwhile: computing again")
             self._schedule_regenerate()
@@ -301,14 +317,20 @@ class ZkJobCoordinator:
             self._zk.consensus_timeout_ms / 1000, self._post, "barrier-timeout", version
         )
         ChildrenWatch(client, keys.barrier_participants(version), functools.partial(self._participants, version))
-        await asyncio.to_thread(job_models.cleanup, client, keys, version)
+        await self._blocking(job_models.cleanup, client, keys, version)
 
     async def _calculate(
         self, processors: dict[str, str], previous: JobModel | None, locality: dict[str, str]
     ) -> JobModel:
         """The job's tasks now, grouped onto ``processors`` (id -> location id), given the latest
         published model and the task locality (task -> location id)."""
-        model = await asyncio.to_thread(self._calculator.calculate)
+        return await self._blocking(self._calculate_now, processors, previous, locality)
+
+    def _calculate_now(
+        self, processors: dict[str, str], previous: JobModel | None, locality: dict[str, str]
+    ) -> JobModel:
+        """``_calculate``'s work, blocking (the grouping of thousands of tasks too takes a while)."""
+        model = self._calculator.calculate()
         groups = group_by_container_ids(
             model.tasks,
             processors,
@@ -326,7 +348,7 @@ class ZkJobCoordinator:
     async def _on_participants(self, version: int) -> None:
         if version != self._published or not self.leader:
             return
-        if await asyncio.to_thread(complete_if_joined, self._client_or_fail(), self._keys, version):
+        if await self._blocking(complete_if_joined, self._client_or_fail(), self._keys, version):
             log.info("barrier of version %d: every processor joined", version)
             if self._barrier_timer is not None:
                 self._barrier_timer.cancel()
@@ -334,7 +356,7 @@ class ZkJobCoordinator:
     async def _on_barrier_timeout(self, version: int) -> None:
         if not self.leader:
             return
-        if await asyncio.to_thread(time_out, self._client_or_fail(), self._keys, version):
+        if await self._blocking(time_out, self._client_or_fail(), self._keys, version):
             log.warning(
                 "barrier of version %d timed out (job.coordinator.zk.consensus.timeout.ms = %d): computing again",
                 version,
@@ -347,7 +369,7 @@ class ZkJobCoordinator:
         if version < self._seen or version == self._joined:
             return
         client, keys = self._client_or_fail(), self._keys
-        model = await asyncio.to_thread(job_models.read_job_model, client, keys, version)
+        model = await self._blocking(job_models.read_job_model, client, keys, version)
         container = model.containers.get(self.processor_id)
         if container is None and self._seen == 0:
             # Computed before this processor registered (the leader's next one will name it): taken
@@ -378,7 +400,8 @@ class ZkJobCoordinator:
             log.info("job model version %d: not joining its barrier, this processor is stopping", version)
             return
         self._lost += released
-        if not await asyncio.to_thread(join, client, keys, version, self.processor_id):
+        self._located.difference_update(released)  # its next owner records it, wherever that is
+        if not await self._blocking(join, client, keys, version, self.processor_id):
             return  # the barrier is gone: a newer version replaced it
         self._joined = version
         # A partial, not a lambda with a default: kazoo passes the watcher a third argument when it takes one.
@@ -406,11 +429,23 @@ class ZkJobCoordinator:
         gained = await self._listening().on_new_job_model(mine)
         if gained is not None:  # a stopping processor took nothing: no locality
             self._applied(version, mine, gained)
-            await asyncio.to_thread(_write_locality, client, keys, list(mine.tasks), self.location_id)
+            await self._record_locality(client, list(mine.tasks))
         if self.leader:
-            await asyncio.to_thread(job_models.set_active_version, client, keys, version)
+            await self._blocking(job_models.set_active_version, client, keys, version)
         self.m_version.set(version)
         self.m_rebalances.count += 1
+
+    async def _record_locality(self, client: KazooClient, tasks: list[str]) -> None:
+        """Write this processor's location as the locality of ``tasks`` (its own, after a version
+        was applied), except where it wrote it already since it last got the task: a task that
+        stayed here has no newer record by anyone else, so a rebalance writes what moved, not
+        every task again."""
+        mine = set(tasks)
+        self._located &= mine  # a task that left may be recorded elsewhere by the time it returns
+        news = [t for t in tasks if t not in self._located]
+        if news:
+            await self._blocking(_write_locality, client, self._keys, news, self.location_id)
+            self._located.update(news)
 
     def _applied(self, version: int, mine: JobModel, gained: list[str]) -> None:
         """The end of a rebalance for this processor: how long it paused, what it gained and lost."""
@@ -447,7 +482,7 @@ class ZkJobCoordinator:
             try:
                 # While disconnected the call waits for the connection: its answer, from ``sent``
                 # on, renews nothing that has lapsed meanwhile.
-                stat = await asyncio.to_thread(client.exists, node_path)
+                stat = await self._blocking(client.exists, node_path)
             except Exception as e:  # disconnected: the session listener decides what that means
                 log.debug("lease of processor %s not renewed: %s", self.processor_id, e)
             else:
@@ -516,14 +551,17 @@ class ZkJobCoordinator:
 
 
 def _read_locality(client: KazooClient, keys: ZkKeys) -> dict[str, str]:
-    out: dict[str, str] = {}
+    """Every task's recorded location id. The reads are sent at once and answered in one stream: a
+    job of thousands of tasks would otherwise wait a round trip per task."""
     try:
         nodes = client.get_children(keys.task_locality_dir)
     except NoNodeError:
-        return out
-    for node in nodes:
+        return {}
+    pending = [(node, client.get_async(f"{keys.task_locality_dir}/{node}")) for node in nodes]
+    out: dict[str, str] = {}
+    for node, answer in pending:
         try:
-            raw, _ = client.get(f"{keys.task_locality_dir}/{node}")
+            raw, _ = answer.get()
         except NoNodeError:
             continue
         out[decode_name(node)] = raw.decode(errors="replace")
@@ -531,12 +569,22 @@ def _read_locality(client: KazooClient, keys: ZkKeys) -> dict[str, str]:
 
 
 def _write_locality(client: KazooClient, keys: ZkKeys, tasks: list[str], location_id: str) -> None:
-    for task in tasks:
-        path = keys.task_locality(task)
+    """Record ``location_id`` as the location of each of ``tasks``. The writes are sent at once (a
+    round trip in all, not one per task); a task's first record is created where a write finds none."""
+    value = location_id.encode()
+    pending = [(task, client.set_async(keys.task_locality(task), value)) for task in tasks]
+    missing = []
+    for task, answer in pending:
         try:
-            client.set(path, location_id.encode())
+            answer.get()
         except NoNodeError:
-            client.create(path, location_id.encode(), makepath=True)
+            missing.append(task)
+    created = [(task, client.create_async(keys.task_locality(task), value, makepath=True)) for task in missing]
+    for task, answer in created:
+        try:
+            answer.get()
+        except NodeExistsError:  # another processor created it meanwhile: ours is the newer record
+            client.set(keys.task_locality(task), value)
 
 
 def _close(client: KazooClient) -> None:

@@ -61,9 +61,9 @@ class InMemorySystemAdmin:
         with self._streams.lock:
             return {s: len(self._streams.partitions[s.stream][s.partition]) for s in ssps}
 
-    def read_all(self, stream: str, partition: int) -> list[RawMessage]:
+    def read_all(self, stream: str, partition: int, start: int = 0) -> list[RawMessage]:
         with self._streams.lock:
-            return list(self._streams.partitions[stream][partition])
+            return list(self._streams.partitions[stream][partition][max(0, start) :])
 
     def stop(self) -> None:
         pass

@@ -7,7 +7,7 @@ import time
 from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic  # type: ignore[attr-defined]
+from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic, OffsetSpec  # type: ignore[attr-defined]
 
 from samzamp.api.envelope import SystemStreamPartition
 from samzamp.api.errors import SystemFailureError
@@ -105,11 +105,15 @@ class KafkaSystemAdmin:
             return {}
         consumer = self._eof_reader()
         try:
+            marks = self._watermarks(ssps)
             tps = []
             for ssp in ssps:
-                low, high = consumer.get_watermark_offsets(
-                    TopicPartition(ssp.stream, ssp.partition), timeout=15, cached=False
-                )
+                if marks is not None:
+                    low, high = marks[(ssp.stream, ssp.partition)]
+                else:
+                    low, high = consumer.get_watermark_offsets(
+                        TopicPartition(ssp.stream, ssp.partition), timeout=15, cached=False
+                    )
                 tps.append(TopicPartition(ssp.stream, ssp.partition, max(int(low), int(high) - 1, 0)))
             consumer.assign(tps)
             pending = {(s.stream, s.partition): s for s in ssps}
@@ -131,6 +135,30 @@ class KafkaSystemAdmin:
             return out
         finally:
             consumer.close()
+
+    def _watermarks(self, ssps: list[SystemStreamPartition]) -> dict[tuple[str, int], tuple[int, int]] | None:
+        """(low, high) of each SSP's partition from two ListOffsets requests for all of them, not a
+        round trip per partition (a task start of hundreds of partitions waited seconds for them);
+        None when the broker does not answer them (the caller asks partition by partition)."""
+        if len(ssps) < 2:
+            return None
+        partitions = {(s.stream, s.partition) for s in ssps}
+        try:
+            found = []
+            for spec in (OffsetSpec.earliest(), OffsetSpec.latest()):  # type: ignore[no-untyped-call]
+                futures = self._admin.list_offsets(
+                    {TopicPartition(t, p): spec for t, p in partitions}, request_timeout=15
+                )
+                found.append({(tp.topic, tp.partition): int(f.result(timeout=30).offset) for tp, f in futures.items()})
+        except Exception as e:  # any failure: the per-partition way
+            log.debug(
+                "system %r: ListOffsets for %d partitions failed (%s): asking each", self._system, len(partitions), e
+            )
+            return None
+        low, high = found
+        if set(low) != partitions or set(high) != partitions:
+            return None
+        return {tp: (low[tp], high[tp]) for tp in partitions}
 
     def beginning_offsets(self, ssps: list[SystemStreamPartition]) -> dict[SystemStreamPartition, int]:
         """The oldest offset each SSP still holds (its low watermark: where a full re-read starts)."""
@@ -200,20 +228,22 @@ class KafkaSystemAdmin:
         finally:
             consumer.close()
 
-    def read_all(self, stream: str, partition: int) -> list[RawMessage]:
-        """Every message of one partition, oldest to the end (PARTITION_EOF), in offset order."""
+    def read_all(self, stream: str, partition: int, start: int = 0) -> list[RawMessage]:
+        """Every message of one partition, from offset ``start`` (0: the oldest) to the end
+        (PARTITION_EOF), in offset order; from the oldest when ``start`` is past the end."""
         consumer = Consumer(
             client_config(
                 self._clients,
                 "metadata-reader",
                 # An empty fetch answers after fetch.wait.max.ms: keep reaching the end quick.
-                defaults={"group.id": "samzamp-read-all", "fetch.wait.max.ms": 10},
+                # A ``start`` past the end (the topic was recreated) reads it from its oldest record.
+                defaults={"group.id": "samzamp-read-all", "fetch.wait.max.ms": 10, "auto.offset.reset": "earliest"},
                 owned=EOF_READER,
             )
         )
         out: list[RawMessage] = []
         try:
-            assign(consumer, [TopicPartition(stream, partition, OFFSET_BEGINNING)])
+            assign(consumer, [TopicPartition(stream, partition, start if start > 0 else OFFSET_BEGINNING)])
             deadline = time.monotonic() + 120
             while time.monotonic() < deadline:
                 # consume(n, t) waits for n messages or t (this broker answers fetches late): take
