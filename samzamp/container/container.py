@@ -284,6 +284,7 @@ class SamzaContainer:
             self.tasks[t.name] = t
             self.run_loop.add_task(t)
             self._register_metrics(t, restored)
+        log.info("%d tasks started", len(tasks))
         # A task whose sources drained in this run says a drain of the run is under way (its
         # notification stays until the run ends): it must read no source past its checkpoint, so
         # the drain begins here, before any of its lanes is read, however late this processor's

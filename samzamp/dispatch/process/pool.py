@@ -213,7 +213,9 @@ class WorkerPool:
         added = w.adding[index] = self._loop.create_future()
         self.send(worker, f.encode(f.AddTask(index, model)))
         reports = await added
-        log.info("task %r started in %s", model.name, w.short())
+        # DEBUG: a start of thousands of tasks would log thousands of lines; the container logs
+        # one line for the tasks it started together.
+        log.debug("task %r started in %s", model.name, w.short())
         return index, reports
 
     async def remove_task(self, worker: int, index: int) -> None:

@@ -62,6 +62,7 @@ class KafkaSystemConsumer:
         self._starts: dict[SystemStreamPartition, StartOffset] = {}
         self._ssp_of: dict[tuple[str, int], SystemStreamPartition] = {}
         self._by_partition: dict[int, SystemStreamPartition] | None = None
+        self._topic_counts: dict[str, int] = {}  # registered SSPs per topic
         self._batch = batch
         self._started = False
         self._paused: set[SystemStreamPartition] = set()
@@ -76,7 +77,7 @@ class KafkaSystemConsumer:
         if self._started:
             add_partitions(self._consumer, [tp], self._topics())
         self._starts[ssp] = start
-        self._index()
+        self._indexed(ssp)
 
     def unregister(self, ssps: list[SystemStreamPartition]) -> None:
         """Stop reading ``ssps`` and forget them: no later ``poll`` returns a message of one, even one
@@ -96,17 +97,38 @@ class KafkaSystemConsumer:
             self._consumer.incremental_unassign(tps)
         for s in ssps:
             del self._starts[s]
+            self._unindexed(s)
         self._paused.difference_update(ssps)
-        self._index()
 
     def _topics(self) -> set[str]:
-        return {s.stream for s in self._starts}
+        return set(self._topic_counts)
 
-    def _index(self) -> None:
-        """The lookups ``poll`` maps a message to its SSP with."""
-        self._ssp_of = {(s.stream, s.partition): s for s in self._starts}
-        single_topic = len(self._topics()) == 1
-        self._by_partition = {s.partition: s for s in self._starts} if single_topic else None
+    # The lookups ``poll`` maps a message to its SSP with are kept as SSPs come and go, never rebuilt
+    # per SSP: a start registers thousands, one at a time (rebuilding was partitions squared). Only
+    # the thread that polls registers, between polls, so changing them in place is safe.
+    def _indexed(self, ssp: SystemStreamPartition) -> None:
+        self._ssp_of[(ssp.stream, ssp.partition)] = ssp
+        counts = self._topic_counts
+        counts[ssp.stream] = counts.get(ssp.stream, 0) + 1
+        if len(counts) != 1:
+            self._by_partition = None
+        elif self._by_partition is not None:
+            self._by_partition[ssp.partition] = ssp
+        else:  # the first SSP, or the other topics left: rebuilt once
+            self._by_partition = {s.partition: s for s in self._starts}
+
+    def _unindexed(self, ssp: SystemStreamPartition) -> None:
+        del self._ssp_of[(ssp.stream, ssp.partition)]
+        counts = self._topic_counts
+        counts[ssp.stream] -= 1
+        if not counts[ssp.stream]:
+            del counts[ssp.stream]
+        if len(counts) != 1:
+            self._by_partition = None
+        elif self._by_partition is not None:
+            del self._by_partition[ssp.partition]
+        else:  # the other topics left: rebuilt once
+            self._by_partition = {s.partition: s for s in self._starts}
 
     def start(self) -> None:
         assign(self._consumer, [_start_partition(ssp, start) for ssp, start in self._starts.items()])
