@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from confluent_kafka import KafkaError
+from fake_kafka_message import FakeMessage
 
 from samzamp import _fetchpack
 from samzamp.api.envelope import SystemStreamPartition
@@ -31,48 +32,6 @@ from samzamp.systems.kafka.consumer import _gc_paused
 P0 = SystemStreamPartition("kafka", "in", 0)
 P1 = SystemStreamPartition("kafka", "in", 1)
 Q0 = SystemStreamPartition("kafka", "other", 0)
-
-
-class FakeMessage:
-    """What the C code calls of a confluent-kafka Message."""
-
-    def __init__(
-        self,
-        topic: str,
-        partition: int,
-        offset: int | None,
-        key: bytes | None,
-        value: bytes | None,
-        ts: tuple[int, int] = (1, 1_700_000_000_000),
-        error: Any = None,
-    ) -> None:
-        self._t, self._p, self._o, self._k, self._v, self._ts, self._e = topic, partition, offset, key, value, ts, error
-
-    def error(self) -> Any:
-        return self._e
-
-    def topic(self) -> str:
-        return self._t
-
-    def partition(self) -> int:
-        return self._p
-
-    def offset(self) -> int | None:
-        return self._o
-
-    def key(self) -> bytes | None:
-        return self._k
-
-    def value(self) -> bytes | None:
-        return self._v
-
-    def timestamp(self) -> tuple[int, int]:
-        return self._ts
-
-    def raw(self) -> RawMessage:
-        """The tuple KafkaSystemConsumer.poll makes of it."""
-        ts_type, ts = self._ts
-        return (self._o or 0, self._k, self._v, ts if ts_type else 0)
 
 
 def run_pack(

@@ -9,11 +9,11 @@ import copy
 import random
 from array import array
 from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import pytest
+from fake_kafka_message import pack_polled
 
-from samzamp import _fetchpack
 from samzamp.api.envelope import SystemStream, SystemStreamPartition
 from samzamp.choose.round_robin import RoundRobinChooser
 from samzamp.consume.backpressure import Backpressure
@@ -78,34 +78,6 @@ class RandomConsumer:
 _R = TypeVar("_R")
 
 
-class _Message:
-    """What samzamp._fetchpack calls of a confluent-kafka Message."""
-
-    def __init__(self, ssp: SystemStreamPartition, m: RawMessage) -> None:
-        self.ssp, self.m = ssp, m
-
-    def error(self) -> None:
-        return None
-
-    def topic(self) -> str:
-        return self.ssp.stream
-
-    def partition(self) -> int:
-        return self.ssp.partition
-
-    def offset(self) -> int:
-        return self.m[0]
-
-    def key(self) -> bytes | None:
-        return self.m[1]
-
-    def value(self) -> bytes | None:
-        return self.m[2]
-
-    def timestamp(self) -> tuple[int, int]:
-        return (1, self.m[3])
-
-
 class PackingRandomConsumer(RandomConsumer):
     """``RandomConsumer`` packing its polls in C as the Kafka consumer does (``poll_packed``), so the
     counts are kept on that path too. A Kafka partition carries no end-of-stream marker."""
@@ -121,11 +93,7 @@ class PackingRandomConsumer(RandomConsumer):
         split: Mapping[SystemStreamPartition, tuple[int, bool]],
         run: Callable[[int, array[int], bytes], _R],
     ) -> dict[SystemStreamPartition, tuple[int, list[list[_R]]]]:
-        polled = self.poll(timeout_s)
-        batch = [_Message(ssp, m) for ssp, msgs in polled.items() for m in msgs]
-        lookup: dict[Any, SystemStreamPartition] = {(s.stream, s.partition): s for s in self.position}
-        out, errors, dropped = _fetchpack.pack_consumed(batch, lookup, False, split, size, run, array)
-        assert (errors, dropped) == ([], 0)
+        out = pack_polled(self.poll(timeout_s), size, split, run)
         return out
 
 

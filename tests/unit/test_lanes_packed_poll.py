@@ -9,12 +9,12 @@ from __future__ import annotations
 import asyncio
 from array import array
 from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import pytest
+from fake_kafka_message import pack_polled
 from fan_in import Reader
 
-from samzamp import _fetchpack
 from samzamp.api.envelope import SystemStreamPartition
 from samzamp.choose.round_robin import RoundRobinChooser
 from samzamp.consume.key_bucket import key_bucket
@@ -26,36 +26,6 @@ from samzamp.systems.inmemory.system import InMemoryStreams, InMemorySystemConsu
 
 P0 = SystemStreamPartition("mem", "in", 0)
 _R = TypeVar("_R")
-
-
-class _Message:
-    """What _fetchpack calls of a confluent-kafka Message."""
-
-    __slots__ = ("_k", "_o", "_p", "_ts", "_v")
-
-    def __init__(self, partition: int, offset: int, key: bytes | None, value: bytes | None, ts: int) -> None:
-        self._p, self._o, self._k, self._v, self._ts = partition, offset, key, value, ts
-
-    def error(self) -> None:
-        return None
-
-    def topic(self) -> str:
-        return "in"
-
-    def partition(self) -> int:
-        return self._p
-
-    def offset(self) -> int:
-        return self._o
-
-    def key(self) -> bytes | None:
-        return self._k
-
-    def value(self) -> bytes | None:
-        return self._v
-
-    def timestamp(self) -> tuple[int, int]:
-        return (1, self._ts)
 
 
 class PackingConsumer(InMemorySystemConsumer):
@@ -77,12 +47,7 @@ class PackingConsumer(InMemorySystemConsumer):
         split: Mapping[SystemStreamPartition, tuple[int, bool]],
         run: Callable[[int, array[int], bytes], _R],
     ) -> dict[SystemStreamPartition, tuple[int, list[list[_R]]]]:
-        polled = self.poll(timeout_s)
-        assert all(m[0] >= 0 for msgs in polled.values() for m in msgs), "a Kafka partition has no markers"
-        batch = [_Message(ssp.partition, *m) for ssp, msgs in polled.items() for m in msgs]
-        lookup: dict[Any, SystemStreamPartition] = {ssp.partition: ssp for ssp in polled}
-        out, errors, dropped = _fetchpack.pack_consumed(batch, lookup, True, split, size, run, array)
-        assert (errors, dropped) == ([], 0)
+        out = pack_polled(self.poll(timeout_s), size, split, run)
         self.packed_polls += 1
         return out
 
