@@ -37,7 +37,7 @@ KEYHASH_EXTENSION = Extension(
 FETCHPACK_EXTENSION = Extension(
     "samzamp._fetchpack",
     sources=["native/fetchpack.c"],
-    depends=["native/keyhash.h"],
+    depends=["native/keyhash.h", "native/packruns.h"],
     extra_compile_args=["-O2", "-Wall", "-Wextra", "-std=c11"],
 )
 
