@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
+from array import array
 from typing import Any
 
 import msgspec
@@ -20,6 +21,7 @@ from samzamp.consume.packed import PackedRun
 from samzamp.systems.base import OLDEST
 from samzamp.systems.kafka import EmbeddedBroker, KafkaClientSettings, KafkaSystemConsumer
 from samzamp.systems.kafka.client_config import LIBRDKAFKA_LOG
+from samzamp.systems.kafka.codes import PARTITION_EOF
 from samzamp.systems.kafka.consumer import NATIVE_FETCH_ENV
 
 pytestmark = pytest.mark.integration
@@ -180,3 +182,29 @@ def test_a_closed_consumer_refuses_a_native_read(broker: EmbeddedBroker, monkeyp
     c.stop()
     with pytest.raises(RuntimeError, match="closed"):
         c.poll_packed(0.01, 7, {}, PackedRun)
+
+
+def test_partition_eof_comes_back_as_consume_gives_it(
+    broker: EmbeddedBroker, unique: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An error event of the batch (here the end of a partition, with enable.partition.eof) is
+    handed back as the (code, reason) Message.error() carries, and the poll ignores it as before."""
+    topic = f"native-eof-{unique}"
+    create_topic(broker.bootstrap_servers, topic, 1)
+    produce_mixed(broker.bootstrap_servers, topic, 1, 50)
+    ssp = SystemStreamPartition("kafka", topic, 0)
+    c = make_consumer(broker, True, monkeypatch, **{"enable.partition.eof": True})
+    try:
+        read_packed(c, [ssp], 50, {})
+        reader = c._native
+        assert reader is not None
+        deadline = time.monotonic() + 10
+        codes: list[tuple[int, str]] = []
+        while not codes:
+            assert time.monotonic() < deadline, "no partition EOF"
+            out, codes, dropped = reader.read_batch(100, 0.1, {0: ssp}, True, {}, 7, PackedRun, array)
+            assert (out, dropped) == ({}, 0)
+        assert [code for code, _reason in codes] == [PARTITION_EOF]
+        assert c.poll_packed(0.1, 7, {}, PackedRun) == {}  # ignored, as through consume()
+    finally:
+        c.stop()
