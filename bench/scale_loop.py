@@ -50,7 +50,11 @@ filter, so samples with a waiting frame, WAITS, are left out). FILE gets a summa
 samples by file; the raw stacks go beside it. py-spy sees only threads that run Python: librdkafka's
 own threads are in the by-thread table above, not in the profile. The profile runs count in no figure.
 
-    .venv/bin/python bench/scale_loop.py [--messages N] [--repeat R] [--quick] [--profile FILE]
+Kafka batches are read from librdkafka in C (samzamp._kafkafetch) unless ``--fetch consume`` reads them
+through confluent-kafka's consume() (SAMZAMP_KAFKA_NATIVE_FETCH=0 in the containers' environment);
+``--fetch both`` runs every contender both ways in each round, side by side.
+
+    .venv/bin/python bench/scale_loop.py [--messages N] [--repeat R] [--quick] [--fetch both] [--profile FILE]
 """
 
 from __future__ import annotations
