@@ -1,5 +1,5 @@
 """Builds samzamp: the Python package, its console scripts and the native extensions samzamp._ring,
-samzamp._keyhash, samzamp._checksum and samzamp._fetchpack."""
+samzamp._keyhash, samzamp._checksum, samzamp._fetchpack and samzamp._kafkafetch."""
 
 import re
 from pathlib import Path
@@ -37,8 +37,19 @@ KEYHASH_EXTENSION = Extension(
 FETCHPACK_EXTENSION = Extension(
     "samzamp._fetchpack",
     sources=["native/fetchpack.c"],
-    depends=["native/keyhash.h"],
+    depends=["native/keyhash.h", "native/packruns.h"],
     extra_compile_args=["-O2", "-Wall", "-Wextra", "-std=c11"],
+)
+
+# A Kafka consumer's batches read from librdkafka in C and packed the same way, with no Python object
+# per message; only samzamp.systems.kafka.consumer imports it. It finds librdkafka in the library
+# confluent-kafka loaded (dlopen, dlsym: no librdkafka headers or link needed).
+KAFKAFETCH_EXTENSION = Extension(
+    "samzamp._kafkafetch",
+    sources=["native/kafkafetch.c"],
+    depends=["native/keyhash.h", "native/packruns.h"],
+    extra_compile_args=["-O2", "-Wall", "-Wextra", "-std=c11", "-D_GNU_SOURCE"],
+    libraries=["dl"],
 )
 
 # The CRC32C every store value carries on disk, checked on each read; only samzamp.storage.checksum
@@ -95,8 +106,8 @@ setup(
     ],
     python_requires=">=3.11",
     packages=find_packages(include=["samzamp", "samzamp.*"]),
-    package_data={"samzamp": ["py.typed", "_ring.pyi", "_keyhash.pyi", "_checksum.pyi", "_fetchpack.pyi"]},
-    ext_modules=[RING_EXTENSION, KEYHASH_EXTENSION, CHECKSUM_EXTENSION, FETCHPACK_EXTENSION],
+    package_data={"samzamp": ["py.typed", "_ring.pyi", "_keyhash.pyi", "_checksum.pyi", "_fetchpack.pyi", "_kafkafetch.pyi"]},
+    ext_modules=[RING_EXTENSION, KEYHASH_EXTENSION, CHECKSUM_EXTENSION, FETCHPACK_EXTENSION, KAFKAFETCH_EXTENSION],
     install_requires=[
         "confluent-kafka>=2.3",
         "msgspec>=0.18",

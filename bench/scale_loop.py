@@ -50,7 +50,11 @@ filter, so samples with a waiting frame, WAITS, are left out). FILE gets a summa
 samples by file; the raw stacks go beside it. py-spy sees only threads that run Python: librdkafka's
 own threads are in the by-thread table above, not in the profile. The profile runs count in no figure.
 
-    .venv/bin/python bench/scale_loop.py [--messages N] [--repeat R] [--quick] [--profile FILE]
+Kafka batches are read from librdkafka in C (samzamp._kafkafetch) unless ``--fetch consume`` reads them
+through confluent-kafka's consume() (SAMZAMP_KAFKA_NATIVE_FETCH=0 in the containers' environment);
+``--fetch both`` runs every contender both ways in each round, side by side.
+
+    .venv/bin/python bench/scale_loop.py [--messages N] [--repeat R] [--quick] [--fetch both] [--profile FILE]
 """
 
 from __future__ import annotations
@@ -67,7 +71,7 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import noop
@@ -75,6 +79,7 @@ import psutil
 from confluent_kafka.admin import AdminClient
 
 from samzamp.systems.kafka import EmbeddedBroker
+from samzamp.systems.kafka.consumer import NATIVE_FETCH_ENV
 
 POOL = 2
 PYSPY_MODE = ["--nonblocking"]  # py-spy's sampling mode (profile_runs sets it); --native needs the process paused
@@ -200,7 +205,14 @@ def pyspy() -> str:
 
 
 def run_container(
-    config: str, out_topic: str, n: int, bs: str, workdir: Path, profile_to: Path | None = None, label: str = ""
+    config: str,
+    out_topic: str,
+    n: int,
+    bs: str,
+    workdir: Path,
+    profile_to: Path | None = None,
+    label: str = "",
+    env_extra: dict[str, str] | None = None,
 ) -> RunFigures:
     """Run one container of ``config`` (TOML) until 90% of ``n`` outputs are seen, sampling it; then
     SIGTERM, and it must exit 0. With ``profile_to``, py-spy records its main process (raw stacks) from
@@ -220,7 +232,7 @@ def run_container(
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
-            env=noop.THIS.env(out_topic),
+            env={**noop.THIS.env(out_topic), **(env_extra or {})},
             cwd=workdir,
         )
         try:
@@ -309,6 +321,7 @@ class Shape:
     task: str  # a key of TASKS
     input_topic: str
     factor: int
+    native: bool = True  # Kafka batches read from librdkafka in C (else through consume())
 
 
 SHAPES = [
@@ -324,7 +337,8 @@ def run_shape(shape: Shape, tag: str, n: int, bs: str, workdir: Path, profile_to
     config = job_toml(shape.task, shape.input_topic, out, f"{tag}-{os.getpid()}", factor=shape.factor)
     noop.create_topics(bs, [out])
     try:
-        return run_container(config, out, n, bs, workdir, profile_to, shape.label)
+        env = {} if shape.native else {NATIVE_FETCH_ENV: "0"}
+        return run_container(config, out, n, bs, workdir, profile_to, shape.label, env)
     finally:
         delete_topics(bs, [out])
 
@@ -555,6 +569,13 @@ def main(argv: list[str] | None = None) -> int:
         help="also record as many runs with native frames (py-spy --native, which pauses the process at each sample)",
     )
     ap.add_argument(
+        "--fetch",
+        choices=["native", "consume", "both"],
+        default="native",
+        help="how the containers read Kafka batches: from librdkafka in C (samzamp._kafkafetch, the default), "
+        "through confluent-kafka's consume(), or each contender both ways in every round",
+    )
+    ap.add_argument(
         "--set", action="append", default=[], metavar="KEY=VALUE", help="a config override for every container"
     )
     args = ap.parse_args(argv)
@@ -566,6 +587,9 @@ def main(argv: list[str] | None = None) -> int:
     noop.EXTRA_SETS.extend(args.set)
     noop.set_fetch_queue_backoff(10)
     shapes = [s for s in SHAPES if args.only in s.label]
+    if args.fetch != "native":
+        consume = [replace(s, label=f"{s.label}, consume()", native=False) for s in shapes]
+        shapes = consume if args.fetch == "consume" else [x for pair in zip(shapes, consume, strict=True) for x in pair]
     print(f"command: {' '.join(['.venv/bin/python', *sys.argv])}")
 
     broker = EmbeddedBroker(die_with_parent=True).start()

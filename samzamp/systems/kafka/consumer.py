@@ -4,24 +4,31 @@ from __future__ import annotations
 
 import gc
 import logging
+import os
 from array import array
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
+import confluent_kafka
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 
-from samzamp import _fetchpack
+from samzamp import _fetchpack, _kafkafetch
 from samzamp.api.envelope import SystemStreamPartition
 from samzamp.api.errors import SystemFailureError
 from samzamp.systems.base import OLDEST, UPCOMING, RawMessage, StartOffset
 from samzamp.systems.kafka.assign import add_partitions, assign
-from samzamp.systems.kafka.client_config import ClientKind, KafkaClientSettings, client_config
+from samzamp.systems.kafka.client_config import LIBRDKAFKA_LOG, ClientKind, KafkaClientSettings, client_config
 from samzamp.systems.kafka.codes import PARTITION_EOF
 
-__all__ = ["KafkaSystemConsumer", "consumer_config", "consumer_group"]
+__all__ = ["NATIVE_FETCH_ENV", "KafkaSystemConsumer", "consumer_config", "consumer_group"]
 
 log = logging.getLogger(__name__)
+
+# "0" here reads every batch through confluent-kafka's consume(), never from librdkafka in C.
+NATIVE_FETCH_ENV = "SAMZAMP_KAFKA_NATIVE_FETCH"
+# The confluent-kafka versions whose C layouts samzamp._kafkafetch was written against and tested with.
+_NATIVE_FETCH_VERSIONS = frozenset({"2.16.1"})
 
 _Run = TypeVar("_Run")
 
@@ -66,6 +73,12 @@ class KafkaSystemConsumer:
         self._batch = batch
         self._started = False
         self._paused: set[SystemStreamPartition] = set()
+        self._native = _native_reader(self._consumer, self._system)
+
+    @property
+    def reads_natively(self) -> bool:
+        """Whether ``poll_packed`` reads batches from librdkafka in C (else through ``consume()``)."""
+        return self._native is not None
 
     def register(self, ssp: SystemStreamPartition, start: StartOffset) -> None:
         """Read ``ssp`` from ``start`` (OLDEST or an exact offset). Before ``start()`` it joins the
@@ -189,17 +202,24 @@ class KafkaSystemConsumer:
         run: Callable[[int, array[int], bytes], _Run],
     ) -> dict[SystemStreamPartition, tuple[int, list[list[_Run]]]]:
         """``poll``, the messages packed as they are taken from librdkafka's batch, in C
-        (``samzamp.systems.base.PackedPolling``): no Python object per message beyond the client's."""
-        with _gc_paused():
-            msgs = self._consume(timeout_s)
-            if not msgs:
-                return {}
-            by_partition = self._by_partition
-            lookup: dict[Any, SystemStreamPartition] = by_partition if by_partition is not None else self._ssp_of
-            out, errors, dropped = _fetchpack.pack_consumed(
-                msgs, lookup, by_partition is not None, split, size, run, array
+        (``samzamp.systems.base.PackedPolling``): no Python object per message where the batch is read
+        from librdkafka itself (``samzamp._kafkafetch``), else none beyond the client's."""
+        by_partition = self._by_partition
+        lookup: dict[Any, SystemStreamPartition] = by_partition if by_partition is not None else self._ssp_of
+        if self._native is not None:
+            out, codes, dropped = self._native.read_batch(
+                self._batch, timeout_s, lookup, by_partition is not None, split, size, run, array
             )
-            del msgs  # freed before collections resume: see _gc_paused
+            errors = [KafkaError(code, reason) for code, reason in codes]
+        else:
+            with _gc_paused():
+                msgs = self._consume(timeout_s)
+                if not msgs:
+                    return {}
+                out, errors, dropped = _fetchpack.pack_consumed(
+                    msgs, lookup, by_partition is not None, split, size, run, array
+                )
+                del msgs  # freed before collections resume: see _gc_paused
         for err in errors:  # after the batch, as a poll that raises drops its whole batch anyway
             self._on_error(err)
         if dropped:
@@ -237,6 +257,25 @@ class KafkaSystemConsumer:
             self._consumer.close()
         except RuntimeError:
             pass
+
+
+def _native_reader(consumer: Consumer, system: str) -> _kafkafetch.Reader | None:
+    """A reader of ``consumer``'s batches from librdkafka in C, or None where it cannot be used: the
+    switch (NATIVE_FETCH_ENV) is "0", confluent-kafka is a version its layouts were not checked
+    against, or ``attach`` refuses (it says why, logged at DEBUG)."""
+    if os.environ.get(NATIVE_FETCH_ENV, "1") == "0":
+        return None
+    # the extension's own version, whose layouts these are (a str here; older releases gave a tuple)
+    got: Any = confluent_kafka.cimpl.version()
+    version = str(got[0] if isinstance(got, tuple) else got)
+    if version not in _NATIVE_FETCH_VERSIONS:
+        log.debug("kafka consumer of system %r: read through consume(): confluent-kafka %s", system, version)
+        return None
+    try:
+        return _kafkafetch.attach(consumer, Consumer, confluent_kafka.cimpl.__file__, LIBRDKAFKA_LOG)
+    except RuntimeError as e:
+        log.debug("kafka consumer of system %r: read through consume(): %s", system, e)
+        return None
 
 
 @contextmanager
