@@ -126,11 +126,18 @@ class JobModelCalculator:
         self._check = check
         self._create_changelogs = create_changelogs
         self._history = TaskHistory()
+        self._checked: dict[str, TaskModel] | None = None  # the tasks ``check`` last passed
 
     def calculate(self) -> JobModel:
-        """The job's tasks now, ready to run (the four steps of the module docstring)."""
+        """The job's tasks now, ready to run (the four steps of the module docstring). Step 2 is
+        skipped for exactly the tasks it passed last time: only those tasks ran since, so no
+        checkpoint of another factor can have appeared, and the container checks each task that
+        arrives anyway (a standalone leader computes a model at every rebalance, and the check reads
+        every checkpoint written since the last one while every processor waits)."""
         model, history = self._tasks()
-        self._check(model)
+        if model.tasks != self._checked:
+            self._check(model)
+            self._checked = model.tasks
         self._create_changelogs(model, history)
         self._record(history)
         return model

@@ -1,0 +1,69 @@
+"""A JobModelCalculator checks the tasks against the checkpoints once for a set of tasks: a
+standalone leader computes a model at each rebalance, and the same tasks need no second check."""
+
+from __future__ import annotations
+
+import pytest
+
+from samzamp.api.errors import ConfigError
+from samzamp.config import Config, validate
+from samzamp.coordinator.job_model_calculator import JobModelCalculator
+from samzamp.coordinator.metadata_store import CoordinatorStreamStore
+from samzamp.coordinator.task_history import TaskHistory
+from samzamp.model.job_model import JobModel
+from samzamp.systems.inmemory.system import InMemoryStreams, InMemorySystemAdmin, InMemorySystemProducer
+
+
+def _calculator(
+    streams: InMemoryStreams, checked: list[list[str]], refusals: list[Exception] | None = None
+) -> JobModelCalculator:
+    """Its check records the tasks it is given, and raises the first of ``refusals`` left."""
+    settings = validate(
+        Config(
+            {
+                "job.name": "job",
+                "job.default.system": "mem",
+                "task.class": "samzamp.examples.word_count:WordCountTask",
+                "task.inputs": ["mem.in", "mem.more"],
+                "systems.mem.samza.factory": "inmemory",
+            }
+        )
+    )
+    metadata = CoordinatorStreamStore(InMemorySystemAdmin(streams), InMemorySystemProducer(streams), "coord")
+    metadata.create_topic()
+
+    def check(model: JobModel) -> None:
+        checked.append(sorted(model.tasks))
+        if refusals:
+            raise refusals.pop(0)
+
+    def changelogs(model: JobModel, history: TaskHistory) -> None:
+        pass
+
+    return JobModelCalculator(settings, {"mem": InMemorySystemAdmin(streams)}, metadata, check, changelogs)
+
+
+def test_the_same_tasks_are_checked_once_and_other_tasks_again() -> None:
+    streams = InMemoryStreams()
+    streams.create("in", 2)
+    checked: list[list[str]] = []
+    calculator = _calculator(streams, checked)
+    first = calculator.calculate()
+    assert calculator.calculate() == first
+    assert checked == [["Partition 0", "Partition 1"]]
+    streams.create("more", 3)  # a third task arrives: the new set is checked
+    assert sorted(calculator.calculate().tasks) == ["Partition 0", "Partition 1", "Partition 2"]
+    assert checked == [["Partition 0", "Partition 1"], ["Partition 0", "Partition 1", "Partition 2"]]
+    calculator.calculate()
+    assert len(checked) == 2
+
+
+def test_a_check_that_refused_is_made_again() -> None:
+    streams = InMemoryStreams()
+    streams.create("in", 2)
+    checked: list[list[str]] = []
+    calculator = _calculator(streams, checked, [ConfigError("job.elasticity.factor", "the checkpoints cannot follow")])
+    with pytest.raises(ConfigError):
+        calculator.calculate()
+    calculator.calculate()
+    assert len(checked) == 2
