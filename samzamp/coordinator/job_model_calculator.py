@@ -65,15 +65,20 @@ def input_partitions(settings: JobSettings, admins: dict[str, SystemAdmin]) -> l
 
 
 def tasks_over_inputs(
-    settings: JobSettings, admins: dict[str, SystemAdmin], known: TaskHistory, factor: int | None = None
+    settings: JobSettings,
+    admins: dict[str, SystemAdmin],
+    known: TaskHistory,
+    factor: int | None = None,
+    ssps: list[SystemStreamPartition] | None = None,
 ) -> tuple[JobModel, TaskHistory]:
     """Step 1 of ``JobModelCalculator.calculate``: the job model over the inputs' partitions now
-    (as ``admins`` see them) given the task history ``known``, and the history it implies; at
-    elasticity factor ``factor`` (default: job.elasticity.factor; re-bucketing asks for another)."""
+    (as ``admins`` see them, or ``ssps`` when the caller read them: ``input_partitions``) given the
+    task history ``known``, and the history it implies; at elasticity factor ``factor`` (default:
+    job.elasticity.factor; re-bucketing asks for another)."""
     st = settings
     model, history = job_model(
         st.grouper,
-        input_partitions(st, admins),
+        input_partitions(st, admins) if ssps is None else ssps,
         known,
         expansion=st.input_expansion,
         factor=st.elasticity_factor if factor is None else factor,
@@ -127,6 +132,8 @@ class JobModelCalculator:
         self._create_changelogs = create_changelogs
         self._history = TaskHistory()
         self._checked: dict[str, TaskModel] | None = None  # the tasks ``check`` last passed
+        # Step 1's last result, with what it was computed from (the inputs' partitions, the history read).
+        self._last: tuple[list[SystemStreamPartition], TaskHistory, JobModel, TaskHistory] | None = None
 
     def calculate(self) -> JobModel:
         """The job's tasks now, ready to run (the four steps of the module docstring). Step 2 is
@@ -147,7 +154,15 @@ class JobModelCalculator:
         known = self._history = read_task_history(
             self._metadata.namespace(CHANGELOG_NAMESPACE), self._metadata.namespace(SSP_NAMESPACE)
         )
-        model, history = tasks_over_inputs(self._settings, self._admins, known)
+        ssps = input_partitions(self._settings, self._admins)
+        last = self._last
+        if last is not None and last[0] == ssps and last[1] == known:
+            # The same partitions and history give the same tasks: a standalone leader computes a
+            # model at each rebalance, where usually only the processors changed.
+            model, history = last[2], last[3]
+        else:
+            model, history = tasks_over_inputs(self._settings, self._admins, known, ssps=ssps)
+            self._last = (ssps, known, model, history)
         if known.changelog:
             for name, task in model.tasks.items():
                 joined = [str(s) for s in task.ssps if s not in known.ssp_tasks]

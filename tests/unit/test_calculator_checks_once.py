@@ -3,10 +3,13 @@ standalone leader computes a model at each rebalance, and the same tasks need no
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from samzamp.api.errors import ConfigError
 from samzamp.config import Config, validate
+from samzamp.coordinator import job_model_calculator
 from samzamp.coordinator.job_model_calculator import JobModelCalculator
 from samzamp.coordinator.metadata_store import CoordinatorStreamStore
 from samzamp.coordinator.task_history import TaskHistory
@@ -67,3 +70,37 @@ def test_a_check_that_refused_is_made_again() -> None:
         calculator.calculate()
     calculator.calculate()
     assert len(checked) == 2
+
+
+def test_the_tasks_are_computed_again_only_when_the_partitions_or_the_history_changed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    streams = InMemoryStreams()
+    streams.create("in", 2)
+    calculator = _calculator(streams, [])
+    computed: list[int] = []
+    compute = job_model_calculator.tasks_over_inputs
+
+    def counted(*args: Any, **kwargs: Any) -> tuple[JobModel, TaskHistory]:
+        computed.append(1)
+        return compute(*args, **kwargs)
+
+    monkeypatch.setattr(job_model_calculator, "tasks_over_inputs", counted)
+    first = calculator.calculate()  # a new job: computed, and its history recorded
+    assert calculator.calculate() == first  # computed from the history recorded
+    assert calculator.calculate() == first
+    assert len(computed) == 2
+    # Another leader recorded a task meanwhile (its history grew): computed again, and the task
+    # keeps the changelog partition recorded for it.
+    other = _calculator(streams, [])
+    streams.create("more", 3)
+    assert other.calculate().tasks["Partition 2"].changelog_partition == 2
+    assert len(computed) == 3
+    streams.partitions.pop("more")
+    again = calculator.calculate()
+    assert len(computed) == 4
+    assert again.tasks == first.tasks
+    streams.create("more", 3)  # the partitions changed
+    fresh = _calculator(streams, []).calculate()
+    assert calculator.calculate() == fresh
+    assert len(computed) == 6  # fresh's and this one's
