@@ -267,6 +267,11 @@ class ZkJobCoordinator:
         self.m_leader.set(int(leading))
         if leading:
             self._schedule_regenerate()
+        # A version follows: a listener may read ahead what the start of its tasks will read (an
+        # optional part of a listener: ``ContainerListener.on_membership_change``).
+        ahead = getattr(self._listening(), "on_membership_change", None)
+        if ahead is not None:
+            ahead()
 
     def _schedule_regenerate(self) -> None:
         """Regenerate job.debounce.time.ms from now, replacing a regeneration already scheduled."""
