@@ -34,6 +34,7 @@ from samzamp.coordinator.task_history import (
     assign_changelog_partitions,
     read_task_history,
     record_task_history,
+    task_history_of,
 )
 from samzamp.model.grouper import expand, group, task_order
 from samzamp.model.job_model import JobModel, TaskModel, intermediate_streams
@@ -102,12 +103,17 @@ def preview_job_model(
     history was found (False: its coordinator stream does not exist yet, so the changelog partitions
     shown are those a first start would assign)."""
     found = metadata.exists()
-    known = (
-        read_task_history(metadata.namespace(CHANGELOG_NAMESPACE), metadata.namespace(SSP_NAMESPACE))
-        if found
-        else TaskHistory()
-    )
+    known = _read_history(metadata) if found else TaskHistory()
     return tasks_over_inputs(settings, admins, known)[0], found
+
+
+def _read_history(metadata: CoordinatorStreamStore) -> TaskHistory:
+    """The task history in the job's metadata store: both namespaces from one read of the stream
+    (a read of the broker each), or, from a store that only has namespaces, from each."""
+    if isinstance(metadata, CoordinatorStreamStore):
+        records = metadata.namespaces(CHANGELOG_NAMESPACE, SSP_NAMESPACE)
+        return task_history_of(records[CHANGELOG_NAMESPACE], records[SSP_NAMESPACE])
+    return read_task_history(metadata.namespace(CHANGELOG_NAMESPACE), metadata.namespace(SSP_NAMESPACE))
 
 
 class JobModelCalculator:
@@ -151,9 +157,7 @@ class JobModelCalculator:
 
     def _tasks(self) -> tuple[JobModel, TaskHistory]:
         """The job model over the inputs' partitions now, and the task history it implies."""
-        known = self._history = read_task_history(
-            self._metadata.namespace(CHANGELOG_NAMESPACE), self._metadata.namespace(SSP_NAMESPACE)
-        )
+        known = self._history = _read_history(self._metadata)
         ssps = input_partitions(self._settings, self._admins)
         last = self._last
         if last is not None and last[0] == ssps and last[1] == known:

@@ -146,6 +146,14 @@ class CoordinatorStreamStore:
             self._at_hole = bool(recent)
             return dict(values)
 
+    def namespaces(self, *names: str) -> dict[str, dict[str, bytes]]:
+        """The keys and values of each of ``names``, from one read (``read``)."""
+        out: dict[str, dict[str, bytes]] = {name: {} for name in names}
+        for (ns, key), value in self.read().items():
+            if ns in out:
+                out[ns][key] = value
+        return out
+
     def write(self, namespace: str, key: str, value: bytes | None) -> None:
         """Write (or with ``None`` delete) one record and wait for the acknowledgement."""
         self.write_all(namespace, {key: value})

@@ -104,3 +104,21 @@ def test_the_tasks_are_computed_again_only_when_the_partitions_or_the_history_ch
     fresh = _calculator(streams, []).calculate()
     assert calculator.calculate() == fresh
     assert len(computed) == 6  # fresh's and this one's
+
+
+def test_the_task_history_is_read_in_one_read_of_the_coordinator_stream(monkeypatch: pytest.MonkeyPatch) -> None:
+    streams = InMemoryStreams()
+    streams.create("in", 2)
+    calculator = _calculator(streams, [])
+    reads: list[int] = []
+    read = CoordinatorStreamStore.read
+
+    def counted(self: CoordinatorStreamStore) -> dict[tuple[str, str], bytes]:
+        reads.append(1)
+        return read(self)
+
+    monkeypatch.setattr(CoordinatorStreamStore, "read", counted)
+    calculator.calculate()
+    assert len(reads) == 1
+    assert sorted(calculator.calculate().tasks) == ["Partition 0", "Partition 1"]
+    assert len(reads) == 2

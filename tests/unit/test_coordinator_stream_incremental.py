@@ -103,3 +103,15 @@ def test_the_caller_owns_what_a_read_returns() -> None:
     first = reader.read()
     first.clear()
     assert reader.read() == {("a", "k"): b"1"}
+
+
+def test_namespaces_come_from_one_read() -> None:
+    _streams, writer, reader, admin = _stores()
+    for ns in "abc":
+        writer.namespace(ns).put_all({f"{ns}{i}": str(i).encode() for i in range(3)})
+    assert reader.namespaces("a", "b", "x") == {
+        "a": writer.namespace("a").all(),
+        "b": writer.namespace("b").all(),
+        "x": {},
+    }
+    assert len(admin.starts) == 1
