@@ -31,6 +31,11 @@ rebalance, from the processors' log lines (bench/standalone.py's measure):
 - processors' paused: the largest "paused N ms" of those lines (a processor's pause from the version's
   arrival to its tasks started; ZkJobCoordinatorMetrics last-rebalance-pause-ms).
 
+With ``--timeline``, each rebalance is followed by the steps of every processor in it, in ms from
+t0, from their log lines: the leaver's shutdown (SIGTERM, its final commit), the leader's publish,
+each processor's stop of the tasks it gives up, the barrier's completion, each start of tasks (the
+checkpoints read, the "starting offsets" line, the tasks started) and each apply.
+
 bench/standalone.py's output silence per partition is not measured here: sampling 1,024 partitions'
 offsets every 20 ms would load the 2-core machine more than the job does.
 
@@ -46,7 +51,7 @@ output must be written, and each processor must exit 0 on SIGTERM. Exits 0 whate
 With BENCH_LOG_DIR the processors' logs are kept there.
 
     .venv/bin/python bench/scale_standalone.py [--quick] [--partitions 1024] [--factor 4] [--pool 1]
-                                               [--cycles C] [--flow-rate R] [--steady S]
+                                               [--cycles C] [--flow-rate R] [--steady S] [--timeline]
 """
 
 from __future__ import annotations
@@ -54,6 +59,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import re
 import statistics
 import sys
 import tempfile
@@ -64,7 +70,7 @@ from pathlib import Path
 
 import noop
 import psutil
-from standalone import DEBOUNCE_MS, Flow, JobView, Processor
+from standalone import DEBOUNCE_MS, Flow, JobView, Processor, log_time
 from turns import bench_env, container_args
 
 from samzamp.coordinator.zk.server import EmbeddedZooKeeper
@@ -80,6 +86,27 @@ SESSION_MS = 10000
 CONSENSUS_MS = 60000
 STABLE_TIMEOUT_S = 300.0
 POLL_S = 0.2  # the processors' logs are long (a line lists the tasks gained): read them less often
+# The log lines of a rebalance's steps (--timeline), each shown up to its first colon or 90 characters.
+STEP = re.compile(
+    r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) \w+ \S+: ("
+    r"SIGTERM: stopping|final commit done|processor \S+ at location \S+ registered|published job model version"
+    r"|job model version \d+: stopping \d+ tasks|barrier of version|job \S+: \d+ tasks over \d+ partitions"
+    r"|\d+ tasks started|job model version \d+ applied by|left run).*$",
+    re.M,
+)
+
+
+def timeline(processors: list[Processor], t0: float, until: float) -> list[str]:
+    """The steps of a rebalance from ``t0`` to ``until`` (epoch seconds) in the logs of ``processors``,
+    in time order: "+ms processor step"."""
+    steps = []
+    for p in processors:
+        for m in STEP.finditer(p.text()):
+            t = log_time(m.group(1))
+            if t0 - 0.001 <= t <= until + 0.001:
+                line = m.group(0)[len(m.group(1)) :].split(": ", 1)[1]
+                steps.append((t, p.pid, line[:90]))
+    return [f"  {(t - t0) * 1000:+7,.0f} ms {pid:<3} {line}" for t, pid, line in sorted(steps)]
 
 
 def job_toml(zk_connect: str, pool: int, factor: int) -> str:
@@ -240,8 +267,10 @@ def run(bs: str, zk_connect: str, args: argparse.Namespace, workdir: Path) -> tu
                     version, after = wait_stable(view, running, "p4 joins")
                     t_change = joiner.registered_at()
                     what = f"p4 joins ({before} -> {len(running)})"
+                    involved = running
                 else:
                     leaver = running.pop()
+                    involved = [*running, leaver]
                     t_change = time.time()
                     leaver.terminate()
                     version, after = wait_stable(view, running, "p4 leaves")
@@ -258,6 +287,8 @@ def run(bs: str, zk_connect: str, args: argparse.Namespace, workdir: Path) -> tu
                     f"{(published - t_change) * 1000:,.0f} ms, -> resumed {(c.resumed - t_change) * 1000:,.0f} ms; "
                     f"processors' paused {c.paused_ms:,} ms"
                 )
+                if args.timeline:
+                    print("\n".join(timeline(involved, t_change, c.resumed)))
                 model = after
                 time.sleep(args.steady)
         written = flow.stop()
@@ -314,6 +345,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--flow-rate", type=float, default=2000, help="inputs a second (default 2000)")
     ap.add_argument("--steady", type=float, default=5.0, help="seconds between changes (default 5)")
     ap.add_argument("--quick", action="store_true", help="64 partitions x 4, 1 cycle, 2 s steady")
+    ap.add_argument("--timeline", action="store_true", help="each rebalance's steps from the processors' logs")
     args = ap.parse_args(argv)
     if args.quick:
         args.partitions, args.cycles, args.steady = 64, 1, 2.0
