@@ -45,6 +45,22 @@ registered a second later. After that no version was published for the 4 minutes
 4,096 task commits were all in flight at once, averaging 29 s (longest 66 s). ``--quick`` (64 x 4 =
 256 tasks): stable in 7.3 s, a leave 1.45 s t0 -> resumed (paused 465 ms), a join 0.99 s (421 ms).
 
+After the second round of standalone work, against the first round's code in the same lock hold
+(``--cycles 2``, medians of 2 joins and 2 leaves, two pairs at load averages 4 to 6.5): a join
+1.93 s and 2.29 s t0 -> resumed before, 1.38 s and 1.52 s after (paused 0.98 s and 1.26 s before,
+0.88 s and 1.08 s after); a leave 1.70 s and 1.97 s before, 1.34 s and 1.46 s after (paused 0.71 s
+and 0.92 s before, 0.72 s and 0.73 s after); t0 -> published 0.87 to 1.02 s before, 0.42 to 0.68 s
+after. What the leader did in that span and no longer does: it read the coordinator stream twice
+from its oldest record (the task history, two records per task), checked every task against every
+checkpoint written since the last rebalance, computed the tasks again and read its own last model
+back. What is left of a leave's t0 -> published: the leaver's shutdown (its final commit, about
+0.25 s), the 200 ms debounce (this bench's own: job.debounce.time.ms defaults to 20,000) and the
+leader's reading of the coordinator stream and grouping (0.15 to 0.3 s). Of published -> resumed
+(0.7 to 1.0 s, ``--timeline``): the new owners' starting offsets (the end offsets of their
+partitions, 0.3 to 0.9 s), the stop of the tasks given up (their final commits, 0.3 to 0.5 s, in a
+join) and each empty read of the checkpoint topic (0.05 to 0.2 s, a consumer of its own). At a load
+average of 8.7 one run gave 2.8 s (leave) and 3.2 s (join).
+
 Printed: the start, a line per rebalance, and the median and largest of each span over the joins and
 over the leaves. Target: joins and leaves under 2 s (t0 -> resumed and processors' paused). Every
 output must be written, and each processor must exit 0 on SIGTERM. Exits 0 whatever the figures.
