@@ -31,6 +31,11 @@ rebalance, from the processors' log lines (bench/standalone.py's measure):
 - processors' paused: the largest "paused N ms" of those lines (a processor's pause from the version's
   arrival to its tasks started; ZkJobCoordinatorMetrics last-rebalance-pause-ms).
 
+With ``--timeline``, each rebalance is followed by the steps of every processor in it, in ms from
+t0, from their log lines: the leaver's shutdown (SIGTERM, its final commit), the leader's publish,
+each processor's stop of the tasks it gives up, the barrier's completion, each start of tasks (the
+checkpoints read, the "starting offsets" line, the tasks started) and each apply.
+
 bench/standalone.py's output silence per partition is not measured here: sampling 1,024 partitions'
 offsets every 20 ms would load the 2-core machine more than the job does.
 
@@ -40,13 +45,29 @@ registered a second later. After that no version was published for the 4 minutes
 4,096 task commits were all in flight at once, averaging 29 s (longest 66 s). ``--quick`` (64 x 4 =
 256 tasks): stable in 7.3 s, a leave 1.45 s t0 -> resumed (paused 465 ms), a join 0.99 s (421 ms).
 
+After the second round of standalone work, against the first round's code in the same lock hold
+(``--cycles 2``, medians of 2 joins and 2 leaves, two pairs at load averages 4 to 6.5): a join
+1.93 s and 2.29 s t0 -> resumed before, 1.38 s and 1.52 s after (paused 0.98 s and 1.26 s before,
+0.88 s and 1.08 s after); a leave 1.70 s and 1.97 s before, 1.34 s and 1.46 s after (paused 0.71 s
+and 0.92 s before, 0.72 s and 0.73 s after); t0 -> published 0.87 to 1.02 s before, 0.42 to 0.68 s
+after. What the leader did in that span and no longer does: it read the coordinator stream twice
+from its oldest record (the task history, two records per task), checked every task against every
+checkpoint written since the last rebalance, computed the tasks again and read its own last model
+back. What is left of a leave's t0 -> published: the leaver's shutdown (its final commit, about
+0.25 s), the 200 ms debounce (this bench's own: job.debounce.time.ms defaults to 20,000) and the
+leader's reading of the coordinator stream and grouping (0.15 to 0.3 s). Of published -> resumed
+(0.7 to 1.0 s, ``--timeline``): the new owners' starting offsets (the end offsets of their
+partitions, 0.3 to 0.9 s), the stop of the tasks given up (their final commits, 0.3 to 0.5 s, in a
+join) and each empty read of the checkpoint topic (0.05 to 0.2 s, a consumer of its own). At a load
+average of 8.7 one run gave 2.8 s (leave) and 3.2 s (join).
+
 Printed: the start, a line per rebalance, and the median and largest of each span over the joins and
 over the leaves. Target: joins and leaves under 2 s (t0 -> resumed and processors' paused). Every
 output must be written, and each processor must exit 0 on SIGTERM. Exits 0 whatever the figures.
 With BENCH_LOG_DIR the processors' logs are kept there.
 
     .venv/bin/python bench/scale_standalone.py [--quick] [--partitions 1024] [--factor 4] [--pool 1]
-                                               [--cycles C] [--flow-rate R] [--steady S]
+                                               [--cycles C] [--flow-rate R] [--steady S] [--timeline]
 """
 
 from __future__ import annotations
@@ -54,6 +75,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import re
 import statistics
 import sys
 import tempfile
@@ -64,7 +86,7 @@ from pathlib import Path
 
 import noop
 import psutil
-from standalone import DEBOUNCE_MS, Flow, JobView, Processor
+from standalone import DEBOUNCE_MS, Flow, JobView, Processor, log_time
 from turns import bench_env, container_args
 
 from samzamp.coordinator.zk.server import EmbeddedZooKeeper
@@ -80,6 +102,27 @@ SESSION_MS = 10000
 CONSENSUS_MS = 60000
 STABLE_TIMEOUT_S = 300.0
 POLL_S = 0.2  # the processors' logs are long (a line lists the tasks gained): read them less often
+# The log lines of a rebalance's steps (--timeline), each shown up to its first colon or 90 characters.
+STEP = re.compile(
+    r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) \w+ \S+: ("
+    r"SIGTERM: stopping|final commit done|processor \S+ at location \S+ registered|published job model version"
+    r"|job model version \d+: stopping \d+ tasks|barrier of version|job \S+: \d+ tasks over \d+ partitions"
+    r"|\d+ tasks started|job model version \d+ applied by|left run).*$",
+    re.M,
+)
+
+
+def timeline(processors: list[Processor], t0: float, until: float) -> list[str]:
+    """The steps of a rebalance from ``t0`` to ``until`` (epoch seconds) in the logs of ``processors``,
+    in time order: "+ms processor step"."""
+    steps = []
+    for p in processors:
+        for m in STEP.finditer(p.text()):
+            t = log_time(m.group(1))
+            if t0 - 0.001 <= t <= until + 0.001:
+                line = m.group(0)[len(m.group(1)) :].split(": ", 1)[1]
+                steps.append((t, p.pid, line[:90]))
+    return [f"  {(t - t0) * 1000:+7,.0f} ms {pid:<3} {line}" for t, pid, line in sorted(steps)]
 
 
 def job_toml(zk_connect: str, pool: int, factor: int) -> str:
@@ -240,8 +283,10 @@ def run(bs: str, zk_connect: str, args: argparse.Namespace, workdir: Path) -> tu
                     version, after = wait_stable(view, running, "p4 joins")
                     t_change = joiner.registered_at()
                     what = f"p4 joins ({before} -> {len(running)})"
+                    involved = running
                 else:
                     leaver = running.pop()
+                    involved = [*running, leaver]
                     t_change = time.time()
                     leaver.terminate()
                     version, after = wait_stable(view, running, "p4 leaves")
@@ -258,6 +303,8 @@ def run(bs: str, zk_connect: str, args: argparse.Namespace, workdir: Path) -> tu
                     f"{(published - t_change) * 1000:,.0f} ms, -> resumed {(c.resumed - t_change) * 1000:,.0f} ms; "
                     f"processors' paused {c.paused_ms:,} ms"
                 )
+                if args.timeline:
+                    print("\n".join(timeline(involved, t_change, c.resumed)))
                 model = after
                 time.sleep(args.steady)
         written = flow.stop()
@@ -314,6 +361,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--flow-rate", type=float, default=2000, help="inputs a second (default 2000)")
     ap.add_argument("--steady", type=float, default=5.0, help="seconds between changes (default 5)")
     ap.add_argument("--quick", action="store_true", help="64 partitions x 4, 1 cycle, 2 s steady")
+    ap.add_argument("--timeline", action="store_true", help="each rebalance's steps from the processors' logs")
     args = ap.parse_args(argv)
     if args.quick:
         args.partitions, args.cycles, args.steady = 64, 1, 2.0

@@ -75,6 +75,9 @@ class JobCoordinatorListener(Protocol):
         """The coordinator cannot go on: stop the processor with ``error`` (``MembershipExpired``:
         abandon the tasks and join again)."""
 
+    # Optional, looked up when called: ``on_membership_change()``, called by a coordinator whose
+    # membership changed before it decides the next model, to read ahead what starting tasks reads.
+
     def fence(self, lease_valid: Callable[[], bool]) -> None:
         """From now on, process only while ``lease_valid()``: the coordinator knows this processor's
         membership alive (a coordinator without leases never calls it)."""

@@ -34,6 +34,7 @@ from samzamp.coordinator.task_history import (
     assign_changelog_partitions,
     read_task_history,
     record_task_history,
+    task_history_of,
 )
 from samzamp.model.grouper import expand, group, task_order
 from samzamp.model.job_model import JobModel, TaskModel, intermediate_streams
@@ -65,15 +66,20 @@ def input_partitions(settings: JobSettings, admins: dict[str, SystemAdmin]) -> l
 
 
 def tasks_over_inputs(
-    settings: JobSettings, admins: dict[str, SystemAdmin], known: TaskHistory, factor: int | None = None
+    settings: JobSettings,
+    admins: dict[str, SystemAdmin],
+    known: TaskHistory,
+    factor: int | None = None,
+    ssps: list[SystemStreamPartition] | None = None,
 ) -> tuple[JobModel, TaskHistory]:
     """Step 1 of ``JobModelCalculator.calculate``: the job model over the inputs' partitions now
-    (as ``admins`` see them) given the task history ``known``, and the history it implies; at
-    elasticity factor ``factor`` (default: job.elasticity.factor; re-bucketing asks for another)."""
+    (as ``admins`` see them, or ``ssps`` when the caller read them: ``input_partitions``) given the
+    task history ``known``, and the history it implies; at elasticity factor ``factor`` (default:
+    job.elasticity.factor; re-bucketing asks for another)."""
     st = settings
     model, history = job_model(
         st.grouper,
-        input_partitions(st, admins),
+        input_partitions(st, admins) if ssps is None else ssps,
         known,
         expansion=st.input_expansion,
         factor=st.elasticity_factor if factor is None else factor,
@@ -97,12 +103,17 @@ def preview_job_model(
     history was found (False: its coordinator stream does not exist yet, so the changelog partitions
     shown are those a first start would assign)."""
     found = metadata.exists()
-    known = (
-        read_task_history(metadata.namespace(CHANGELOG_NAMESPACE), metadata.namespace(SSP_NAMESPACE))
-        if found
-        else TaskHistory()
-    )
+    known = _read_history(metadata) if found else TaskHistory()
     return tasks_over_inputs(settings, admins, known)[0], found
+
+
+def _read_history(metadata: CoordinatorStreamStore) -> TaskHistory:
+    """The task history in the job's metadata store: both namespaces from one read of the stream
+    (a read of the broker each), or, from a store that only has namespaces, from each."""
+    if isinstance(metadata, CoordinatorStreamStore):
+        records = metadata.namespaces(CHANGELOG_NAMESPACE, SSP_NAMESPACE)
+        return task_history_of(records[CHANGELOG_NAMESPACE], records[SSP_NAMESPACE])
+    return read_task_history(metadata.namespace(CHANGELOG_NAMESPACE), metadata.namespace(SSP_NAMESPACE))
 
 
 class JobModelCalculator:
@@ -126,21 +137,36 @@ class JobModelCalculator:
         self._check = check
         self._create_changelogs = create_changelogs
         self._history = TaskHistory()
+        self._checked: dict[str, TaskModel] | None = None  # the tasks ``check`` last passed
+        # Step 1's last result, with what it was computed from (the inputs' partitions, the history read).
+        self._last: tuple[list[SystemStreamPartition], TaskHistory, JobModel, TaskHistory] | None = None
 
     def calculate(self) -> JobModel:
-        """The job's tasks now, ready to run (the four steps of the module docstring)."""
+        """The job's tasks now, ready to run (the four steps of the module docstring). Step 2 is
+        skipped for exactly the tasks it passed last time: only those tasks ran since, so no
+        checkpoint of another factor can have appeared, and the container checks each task that
+        arrives anyway (a standalone leader computes a model at every rebalance, and the check reads
+        every checkpoint written since the last one while every processor waits)."""
         model, history = self._tasks()
-        self._check(model)
+        if model.tasks != self._checked:
+            self._check(model)
+            self._checked = model.tasks
         self._create_changelogs(model, history)
         self._record(history)
         return model
 
     def _tasks(self) -> tuple[JobModel, TaskHistory]:
         """The job model over the inputs' partitions now, and the task history it implies."""
-        known = self._history = read_task_history(
-            self._metadata.namespace(CHANGELOG_NAMESPACE), self._metadata.namespace(SSP_NAMESPACE)
-        )
-        model, history = tasks_over_inputs(self._settings, self._admins, known)
+        known = self._history = _read_history(self._metadata)
+        ssps = input_partitions(self._settings, self._admins)
+        last = self._last
+        if last is not None and last[0] == ssps and last[1] == known:
+            # The same partitions and history give the same tasks: a standalone leader computes a
+            # model at each rebalance, where usually only the processors changed.
+            model, history = last[2], last[3]
+        else:
+            model, history = tasks_over_inputs(self._settings, self._admins, known, ssps=ssps)
+            self._last = (ssps, known, model, history)
         if known.changelog:
             for name, task in model.tasks.items():
                 joined = [str(s) for s in task.ssps if s not in known.ssp_tasks]

@@ -9,10 +9,16 @@ stream, a one-partition compacted topic named as Samza names it (``__samza_coord
 - a delete is a null value (a tombstone);
 - values are whatever the caller encodes (samzamp's are msgspec JSON).
 
-Reads go back to the broker: ``all()`` reads the topic from its oldest record to its end each time,
-so what another process wrote is seen at the next read. A fresh read rather than a tailing consumer
-on purpose: the topic holds a handful of records, and a fresh read is exact where a tail can miss a
-batch written by another producer (see ARCHITECTURE.md, the broker's skipped-records quirk).
+Reads go back to the broker: each read reads the topic to its end, so what another process wrote
+is seen at the next read. The first read of a ``CoordinatorStreamStore`` starts at the oldest record;
+later ones start where the previous one stopped and apply only what was written since (a standalone
+job's leader reads the task history, two records per task, at every rebalance). A read that meets a
+hole among its last ``RECENT`` offsets starts the next read at that hole: a reader can pass a batch
+of another producer that the broker makes visible only after later ones (ARCHITECTURE.md, the
+skipped-records quirk), and read again from the hole, the records after it are applied again in
+their order, which leaves the same newest value of each key. A hole still there at the next read is
+not in flight (compaction made it): it is passed. A topic found to end before where the last read
+stopped (it was recreated) is read whole again where the broker answers from the oldest record.
 Writes wait for the broker's acknowledgement.
 
 It works on any system with a ``SystemAdmin`` and a ``SystemProducer`` (Kafka, in-memory). The
@@ -22,6 +28,7 @@ ZooKeeper implementation (standalone mode) will implement the same ``MetadataSto
 from __future__ import annotations
 
 import logging
+import threading
 from typing import Protocol
 
 import msgspec
@@ -41,6 +48,9 @@ log = logging.getLogger(__name__)
 
 KEY_VERSION = 1
 ACK_TIMEOUT_S = 30.0
+# The offsets before the end of a read in which a hole is taken for a write still in flight (read
+# again next time) rather than a compacted record.
+RECENT = 10_000
 
 
 def encode_coordinator_key(namespace: str, key: str) -> bytes:
@@ -87,6 +97,11 @@ class CoordinatorStreamStore:
         self._producer = producer
         self.topic = topic
         self._replication = replication_factor
+        # The topic as far as ``read`` read it: the live values, and the offset the next read starts at.
+        self._values: dict[tuple[str, str], bytes] = {}
+        self._next_offset = 0
+        self._at_hole = False  # the next read starts at a hole the last one met
+        self._read_lock = threading.Lock()
 
     def create_topic(self) -> None:
         """Create the topic (one partition, compacted) if it does not exist."""
@@ -102,18 +117,41 @@ class CoordinatorStreamStore:
         return NamespacedStore(self, namespace)
 
     def read(self) -> dict[tuple[str, str], bytes]:
-        """Every live (namespace, key) with its newest value, read from the broker now."""
-        out: dict[tuple[str, str], bytes] = {}
-        for _offset, key_bytes, value, _ts in self._admin.read_all(self.topic, 0):
-            if key_bytes is None:
-                continue
-            key = decode_coordinator_key(key_bytes)
-            if key is None:
-                continue
-            if value is None:
-                out.pop(key, None)
-            else:
-                out[key] = value
+        """Every live (namespace, key) with its newest value, read from the broker now (only what
+        was written since the last read: the module docstring). Any thread; the caller owns the dict."""
+        with self._read_lock:
+            # Into a copy: a read that fails leaves what was read before as it was.
+            values = dict(self._values)
+            start, at_hole = self._next_offset, self._at_hole
+            next_offset, previous = start, start - 1
+            holes: list[int] = []
+            for offset, key_bytes, value, _ts in self._admin.read_all(self.topic, 0, start):
+                if offset < start:  # recreated since the last read: this is all of it
+                    values.clear()
+                    start, holes, at_hole = 0, [], False
+                elif offset > previous + 1 and (previous >= start or not at_hole):
+                    holes.append(previous + 1)
+                previous = offset
+                next_offset = offset + 1
+                key = decode_coordinator_key(key_bytes) if key_bytes is not None else None
+                if key is None:
+                    continue
+                if value is None:
+                    values.pop(key, None)
+                else:
+                    values[key] = value
+            recent = [h for h in holes if h >= next_offset - RECENT]
+            self._values = values
+            self._next_offset = recent[0] if recent else next_offset
+            self._at_hole = bool(recent)
+            return dict(values)
+
+    def namespaces(self, *names: str) -> dict[str, dict[str, bytes]]:
+        """The keys and values of each of ``names``, from one read (``read``)."""
+        out: dict[str, dict[str, bytes]] = {name: {} for name in names}
+        for (ns, key), value in self.read().items():
+            if ns in out:
+                out[ns][key] = value
         return out
 
     def write(self, namespace: str, key: str, value: bytes | None) -> None:

@@ -27,6 +27,7 @@ __all__ = [
     "assign_changelog_partitions",
     "read_task_history",
     "record_task_history",
+    "task_history_of",
 ]
 
 T = TypeVar("T")
@@ -59,11 +60,16 @@ def _ssp_key(ssp: SystemStreamPartition) -> str:
 
 def read_task_history(changelog: MetadataStore, ssps: MetadataStore) -> TaskHistory:
     """The history recorded in the two namespaces (``CHANGELOG_NAMESPACE``, ``SSP_NAMESPACE``)."""
+    return task_history_of(changelog.all(), ssps.all())
+
+
+def task_history_of(changelog: Mapping[str, bytes], ssps: Mapping[str, bytes]) -> TaskHistory:
+    """The history in the records of the two namespaces (key -> value, as read from each)."""
     mapping: dict[str, int] = {}
-    for task, raw in changelog.all().items():
+    for task, raw in changelog.items():
         mapping[task] = _decode(raw, int, CHANGELOG_NAMESPACE, task)
     owners: dict[SystemStreamPartition, str] = {}
-    for key, raw in ssps.all().items():
+    for key, raw in ssps.items():
         system, stream, partition, bucket = _decode(key.encode(), tuple[str, str, int, int], SSP_NAMESPACE, key)
         owners[SystemStreamPartition(system, stream, partition, bucket)] = _decode(raw, str, SSP_NAMESPACE, key)
     return TaskHistory(owners, mapping)

@@ -121,6 +121,7 @@ class ZkJobCoordinator:
         self._suspended = False  # disconnected from ZooKeeper, its session's fate unknown
         self._lapse: asyncio.TimerHandle | None = None  # when the lease of a suspended processor ends
         self._published = 0  # the last version this processor published as leader
+        self._published_model: JobModel | None = None  # its model, as processors read it back
         self._seen = 0  # the newest version this processor acted on
         self._joined = 0  # the newest version whose barrier this processor joined
         self._current: JobModel | None = None  # the newest version's model, while its barrier is open
@@ -266,6 +267,11 @@ class ZkJobCoordinator:
         self.m_leader.set(int(leading))
         if leading:
             self._schedule_regenerate()
+        # A version follows: a listener may read ahead what the start of its tasks will read (an
+        # optional part of a listener: ``ContainerListener.on_membership_change``).
+        ahead = getattr(self._listening(), "on_membership_change", None)
+        if ahead is not None:
+            ahead()
 
     def _schedule_regenerate(self) -> None:
         """Regenerate job.debounce.time.ms from now, replacing a regeneration already scheduled."""
@@ -285,7 +291,7 @@ class ZkJobCoordinator:
             log.warning("processor ids registered twice (%s): waiting for the duplicate to leave", sorted(ids))
             return
         latest = await self._blocking(job_models.read_version, client, keys)
-        previous = await self._blocking(job_models.read_job_model, client, keys, latest) if latest else None
+        previous = await self._previous_model(latest) if latest else None
         # Only host affinity places tasks by their locality: without it, the records are not read.
         locality = await self._blocking(_read_locality, client, keys) if self._zk.host_affinity else {}
         model = await self._calculate({d.processor_id: d.location_id for d in processors.values()}, previous, locality)
@@ -305,6 +311,7 @@ class ZkJobCoordinator:
             self._schedule_regenerate()
             return
         self._published = version
+        self._published_model = msgspec.structs.replace(model, generation=version)
         log.info(
             "published job model version %d: %s",
             version,
@@ -340,6 +347,16 @@ class ZkJobCoordinator:
         )
         containers = {pid: ContainerModel(pid, processors[pid], tuple(tasks)) for pid, tasks in groups.items()}
         return JobModel(0, model.tasks, containers)
+
+    async def _previous_model(self, version: int) -> JobModel:
+        """The model of ``version``, which the next one moves as few tasks from as it can: the one
+        this processor published, else read from ZooKeeper (a model of thousands of tasks is a
+        megabyte of JSON). Only the grouping reads it, so a leader that was raced by another for
+        this version, and kept its own, would only move more tasks than it must: what the
+        processors run is always read from ZooKeeper."""
+        if version == self._published and self._published_model is not None:
+            return self._published_model
+        return await self._blocking(job_models.read_job_model, self._client_or_fail(), self._keys, version)
 
     def _participants(self, version: int, _children: list[str]) -> bool:
         self._post("participants", version)
