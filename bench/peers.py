@@ -1,4 +1,4 @@
-"""The peers' table, the rows issue targets name: samzamp's no-op and stateful jobs at pool 2 against Bytewax 0.21
+"""The peers' table's pool-2 rows again: samzamp's no-op and stateful jobs at pool 2 against Bytewax 0.21
 with 2 processes running the same no-op job, interleaved on one broker.
 
 The harness of ../shared/design/PERFORMANCE.md: one embedded broker (Tansu, memory only, 127.0.0.1);
@@ -11,7 +11,8 @@ samzamp noop      ``bin/samzamp-container`` with bench/noop_task.py:NoopTask (de
 samzamp stateful  the same at pool 2 with bench/stateful_task.py's job (bench/stateful.py's job_toml):
                   a count per key in an LMDB store with a Kafka changelog (checksums on, the default),
                   one output per input; ``--keys`` 10,000 (default), the harness's keys; a commit
-                  every 5 s, as the harness had
+                  every 5 s, as the harness had (so at 200,000 messages the timed window holds no
+                  commit: the figure is the per-message cost of store read, write and changelog)
 bytewax x2        Bytewax 0.21 in 2 processes (``python -m bytewax.run FLOW -i 0|1 -a ADDR0;ADDR1``, one
                   worker each, Bytewax's own multi-process mode) running the no-op job: Bytewax's
                   Kafka connectors (bytewax.connectors.kafka: KafkaSource over the input topic, one
@@ -19,8 +20,11 @@ bytewax x2        Bytewax 0.21 in 2 processes (``python -m bytewax.run FLOW -i 0
                   encoding it again; KafkaSink writing each result with the input's key), which is
                   what a Bytewax user writes for a Kafka job, so its cost is Bytewax's own; the flow
                   is FLOW_SOURCE below, written to a scratch directory each run. Its JSON codec is
-                  msgspec's where that interpreter has msgspec (samzamp's json serde uses it), else
-                  the standard library's; the line of each run says which.
+                  the standard library's json, what a Bytewax job written plainly uses
+bytewax x2 msgspec
+                  with ``--bytewax-codec both`` (or ``msgspec``): the same with msgspec's codec, the
+                  one samzamp's json serde uses, so that the ratio compares engines and not JSON
+                  libraries (the interpreter must have msgspec)
 
 Every contender's consumers and producers get the same librdkafka settings: samzamp's consumer and
 producer defaults (bench/noop.py's CONSUMER_CONF and PRODUCER_CONF, given to Bytewax's KafkaSource and
@@ -34,8 +38,8 @@ it); the samzamp container must exit 0 on SIGTERM; the Bytewax processes are sto
 (Bytewax's Ctrl-C) and killed if they linger, as a source that tails its topic never ends by itself.
 
 Printed: each run (rate, CPU of the processes under test and of the broker over the timed window,
-start -> first output), the medians, and the two ratios of the issue's target with the targets
-beside them: noop pool 2 / Bytewax x2 (>= 3) and stateful pool 2 / noop pool 2 (>= 0.8). Exits 0
+start -> first output), the medians, and the ratios samzamp aims for, the targets beside them: noop
+pool 2 / Bytewax x2 (>= 3; one line per codec) and stateful pool 2 / noop pool 2 (>= 0.8). Exits 0
 whatever the ratios. With BENCH_LOG_DIR=/some/dir the logs are kept there.
 
 Bytewax is not a dependency of samzamp and this bench installs nothing: ``--bytewax-python PATH``
@@ -43,10 +47,11 @@ names an interpreter that has bytewax 0.21.1 and confluent-kafka, made for insta
 
     python3 -m venv /tmp/bytewax-venv && /tmp/bytewax-venv/bin/pip install bytewax==0.21.1 confluent-kafka
 
-(add msgspec to give its job the JSON codec samzamp's serde uses). Without it the Bytewax contender
-is skipped, with a line saying so, and so is the first ratio.
+(add msgspec for ``--bytewax-codec msgspec|both``). Without it the Bytewax contenders are skipped,
+with a line saying so, and so is the first ratio.
 
-    .venv/bin/python bench/peers.py --bytewax-python /tmp/bytewax-venv/bin/python [--messages N] [--repeat R]
+    .venv/bin/python bench/peers.py --bytewax-python /tmp/bytewax-venv/bin/python [--bytewax-codec json|msgspec|both]
+        [--messages N] [--repeat R] [--keys K] [--only noop,stateful,bytewax]
 """
 
 from __future__ import annotations
@@ -61,7 +66,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -75,7 +79,9 @@ PROCESSES = 2  # Bytewax's
 COMMIT_MS = 5000  # the harness's commit interval for samzamp
 TARGET_VS_BYTEWAX = 3.0  # noop pool 2 / Bytewax x2
 TARGET_STATEFUL = 0.8  # stateful pool 2 / noop pool 2
-NOOP, STATEFUL, BYTEWAX = "samzamp noop pool 2", "samzamp stateful pool 2", f"bytewax x{PROCESSES}"
+NOOP, STATEFUL = "samzamp noop pool 2", "samzamp stateful pool 2"
+BYTEWAX = {"json": f"bytewax x{PROCESSES}", "msgspec": f"bytewax x{PROCESSES} msgspec"}  # by its job's JSON codec
+SLUGS = {NOOP: "noop", STATEFUL: "stateful", BYTEWAX["json"]: "bytewax", BYTEWAX["msgspec"]: "bytewax-msgspec"}
 
 # The Bytewax job, run by --bytewax-python (which has bytewax; this interpreter need not). Written to
 # a scratch directory as peers_bytewax_flow.py; BENCH_PEERS_BYTEWAX (JSON) says where to read and write.
@@ -89,19 +95,17 @@ from bytewax import operators as op
 from bytewax.connectors.kafka import KafkaSink, KafkaSinkMessage, KafkaSource
 from bytewax.dataflow import Dataflow
 
-try:
+conf = json.loads(os.environ["BENCH_PEERS_BYTEWAX"])
+brokers = [conf["bootstrap"]]
+if conf["codec"] == "msgspec":
     import msgspec
 
     decode, encode = msgspec.json.decode, msgspec.json.encode
-except ImportError:
+else:
     decode = json.loads
 
     def encode(value):
         return json.dumps(value, separators=(",", ":")).encode()
-
-
-conf = json.loads(os.environ["BENCH_PEERS_BYTEWAX"])
-brokers = [conf["bootstrap"]]
 
 
 def forward(msg):
@@ -125,12 +129,12 @@ class Result:
     note: str = ""
 
 
-def bytewax_version(python: str) -> tuple[str, str]:
-    """(bytewax's version, the JSON codec the flow will use) under ``python``; exits if it cannot
-    import bytewax's Kafka connectors."""
+def bytewax_version(python: str) -> tuple[str, bool]:
+    """(bytewax's version, whether it has msgspec) under ``python``; exits if it cannot import
+    bytewax's Kafka connectors."""
     code = (
         "import importlib.metadata as m, importlib.util as u, bytewax.connectors.kafka; "
-        "print(m.version('bytewax'), 'msgspec' if u.find_spec('msgspec') else 'json (stdlib)', sep=',')"
+        "print(m.version('bytewax'), bool(u.find_spec('msgspec')), sep=',')"
     )
     try:
         r = subprocess.run([python, "-c", code], capture_output=True, text=True, check=False, timeout=60)
@@ -139,8 +143,8 @@ def bytewax_version(python: str) -> tuple[str, str]:
     if r.returncode != 0:
         why = (r.stderr.strip().splitlines() or [f"exit {r.returncode}"])[-1]
         raise SystemExit(f"--bytewax-python {python} cannot run the Bytewax job ({why}); see this bench's docstring")
-    version, codec = r.stdout.strip().split(",")
-    return version, codec
+    version, msgspec = r.stdout.strip().split(",")
+    return version, msgspec == "True"
 
 
 def free_ports(k: int) -> list[int]:
@@ -156,10 +160,10 @@ def free_ports(k: int) -> list[int]:
 
 
 def run_bytewax(
-    python: str, bs: str, out_topic: str, n: int, workdir: Path, log_dir: Path, broker_pid: int | None
+    python: str, codec: str, bs: str, out_topic: str, n: int, workdir: Path, log_dir: Path, broker_pid: int | None
 ) -> Result:
-    """Run the Bytewax job in PROCESSES processes until ``n`` outputs are on ``out_topic``, measured
-    as run_samzamp measures a container; then stop them."""
+    """Run the Bytewax job (its JSON ``codec``: json or msgspec) in PROCESSES processes until ``n``
+    outputs are on ``out_topic``, measured as run_samzamp measures a container; then stop them."""
     (workdir / "peers_bytewax_flow.py").write_text(FLOW_SOURCE)
     env = dict(os.environ)
     env["PYTHONPATH"] = str(workdir)
@@ -170,6 +174,7 @@ def run_bytewax(
             "output": out_topic,
             "consumer": noop.CONSUMER_CONF,
             "producer": noop.PRODUCER_CONF,
+            "codec": codec,
         }
     )
     addresses = ";".join(f"127.0.0.1:{p}" for p in free_ports(PROCESSES))
@@ -223,7 +228,7 @@ def run_bytewax(
             tail = Path(log.name).read_text(errors="replace").splitlines()[-30:]
             print("\n".join([f"--- {log.name} (last lines) ---", *tail, "---"]), file=sys.stderr)
         if isinstance(e, RuntimeError):
-            raise SystemExit(f"{BYTEWAX}: {e}") from None
+            raise SystemExit(f"{BYTEWAX[codec]}: {e}") from None
         raise
     finally:
         stop(procs)
@@ -285,6 +290,12 @@ def main(argv: list[str] | None = None) -> int:
         help="an interpreter with bytewax==0.21.1 and confluent-kafka (without it, Bytewax is skipped)",
     )
     ap.add_argument(
+        "--bytewax-codec",
+        choices=("json", "msgspec", "both"),
+        default="json",
+        help="the Bytewax job's JSON codec: the standard library's (default), msgspec's, or both side by side",
+    )
+    ap.add_argument(
         "--only",
         metavar="NAMES",
         help="run only these contenders, comma-separated, of noop, stateful, bytewax (a ratio needs both of its)",
@@ -299,11 +310,14 @@ def main(argv: list[str] | None = None) -> int:
     noop.set_fetch_queue_backoff(10)
     noop.print_checkouts([noop.THIS])
     contenders = [c for c, name in ((NOOP, "noop"), (STATEFUL, "stateful")) if name in only]
+    codecs = ["json", "msgspec"] if args.bytewax_codec == "both" else [args.bytewax_codec]
     if "bytewax" in only and args.bytewax_python:
-        version, codec = bytewax_version(args.bytewax_python)
-        contenders.append(BYTEWAX)
+        version, has_msgspec = bytewax_version(args.bytewax_python)
+        if "msgspec" in codecs and not has_msgspec:
+            ap.error(f"--bytewax-codec {args.bytewax_codec}: {args.bytewax_python} has no msgspec")
+        contenders.extend(BYTEWAX[c] for c in codecs)
         note = "" if version == "0.21.1" else " (not the 0.21.1 of the peers' table)"
-        print(f"bytewax {version}{note} under {args.bytewax_python}; its job's JSON codec: {codec}")
+        print(f"bytewax {version}{note} under {args.bytewax_python}; its job's JSON codec: {' and '.join(codecs)}")
     elif "bytewax" in only:
         print("bytewax: skipped (no --bytewax-python; see this bench's docstring for how to make one)")
 
@@ -312,9 +326,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         bs = broker.bootstrap_servers
         broker_pid = broker.process.pid if broker.process is not None else None
-        outs = {c: [f"bench-peers-{c.split()[1]}-out-{r}" for r in range(reps)] for c in (NOOP, BYTEWAX)}
-        outs[STATEFUL] = [stateful.out_topic("checksums", POOL, r) for r in range(reps)]
-        noop.create_topics(bs, [noop.INPUT_TOPIC, *(outs[c][r] for c in contenders for r in range(reps))])
+
+        def out(c: str, r: int) -> str:
+            return stateful.out_topic("checksums", POOL, r) if c == STATEFUL else f"bench-peers-{SLUGS[c]}-out-{r}"
+
+        noop.create_topics(bs, [noop.INPUT_TOPIC, *(out(c, r) for c in contenders for r in range(reps))])
         t = time.perf_counter()
         avg = noop.produce_input(bs, n)
         print(
@@ -325,26 +341,21 @@ def main(argv: list[str] | None = None) -> int:
         with tempfile.TemporaryDirectory(prefix="bench-peers-") as tmp:
             workdir = Path(tmp)
             log_dir = Path(os.environ.get("BENCH_LOG_DIR") or workdir)
-            runs: dict[str, Callable[[int], Result]] = {
-                NOOP: lambda r: run_samzamp(bs, outs[NOOP][r], n, r, workdir, broker_pid, None),
-                STATEFUL: lambda r: run_samzamp(
-                    bs,
-                    outs[STATEFUL][r],
-                    n,
-                    r,
-                    workdir,
-                    broker_pid,
-                    stateful.job_toml("checksums", POOL, r, args.keys, workdir / "state", COMMIT_MS),
-                ),
-                BYTEWAX: lambda r: run_bytewax(
-                    args.bytewax_python, bs, outs[BYTEWAX][r], n, workdir, log_dir, broker_pid
-                ),
-            }
+
+            def run(c: str, r: int) -> Result:
+                if c == NOOP:
+                    return run_samzamp(bs, out(c, r), n, r, workdir, broker_pid, None)
+                if c == STATEFUL:
+                    job = stateful.job_toml("checksums", POOL, r, args.keys, workdir / "state", COMMIT_MS)
+                    return run_samzamp(bs, out(c, r), n, r, workdir, broker_pid, job)
+                codec = next(k for k, v in BYTEWAX.items() if v == c)
+                return run_bytewax(args.bytewax_python, codec, bs, out(c, r), n, workdir, log_dir, broker_pid)
+
             width = max(map(len, contenders))
             for r in range(reps):
                 k = r % len(contenders)  # each round starts with the next contender
                 for c in contenders[k:] + contenders[:k]:
-                    res = runs[c](r)
+                    res = run(c, r)
                     results[c].append(res)
                     print(
                         f"round {r + 1}/{reps}  {c:<{width}} {res.rate:>9,.0f} msg/s  (cpu: under test "
@@ -363,11 +374,12 @@ def main(argv: list[str] | None = None) -> int:
             f"start -> first output {statistics.median(x.startup_s for x in rs):.2f} s"
         )
     print()
-    vs_bytewax = f"noop pool {POOL} / {BYTEWAX}"
-    if NOOP in results and BYTEWAX in results:
-        print(ratio_line(vs_bytewax, results[NOOP], results[BYTEWAX], TARGET_VS_BYTEWAX))
-    elif NOOP in results and "bytewax" in only:
-        print(f"{vs_bytewax}: skipped (no --bytewax-python)")
+    for codec in codecs:
+        vs_bytewax = f"noop pool {POOL} / {BYTEWAX[codec]}"
+        if NOOP in results and BYTEWAX[codec] in results:
+            print(ratio_line(vs_bytewax, results[NOOP], results[BYTEWAX[codec]], TARGET_VS_BYTEWAX))
+        elif NOOP in results and "bytewax" in only:
+            print(f"{vs_bytewax}: skipped (no --bytewax-python)")
     if NOOP in results and STATEFUL in results:
         print(ratio_line(f"stateful pool {POOL} / noop pool {POOL}", results[STATEFUL], results[NOOP], TARGET_STATEFUL))
     return 0
