@@ -63,24 +63,35 @@ class DeltaTracker:
         counters: list[tuple[str, str, int]] = []
         timers: list[tuple[str, str, int, int, int]] = []
         gauges: list[tuple[str, str, Any]] = []
+        all_counted, all_timed, all_gauged = self._counted, self._timed, self._gauged
+        # A worker of thousands of tasks walks thousands of groups of a metric or two each, every
+        # second: each group's dicts are looked up only for the kinds it has, and kinds are told
+        # apart by their exact type (the registry makes exactly these).
         for group, metrics in self.registry.metrics():
-            counted = self._counted.setdefault(group, {})
-            timed = self._timed.setdefault(group, {})
-            gauged = self._gauged.setdefault(group, {})
+            counted: dict[str, int] | None = None
+            timed: dict[str, tuple[int, int]] | None = None
+            gauged: dict[str, Any] | None = None
             for name, m in metrics:
-                if isinstance(m, Counter):
-                    count = m.count
+                kind = type(m)
+                if kind is Counter:
+                    if counted is None:
+                        counted = all_counted.setdefault(group, {})
+                    count = m.count  # type: ignore[union-attr]
                     gained = count - counted.get(name, 0)
                     if gained > 0:  # one set back (by hand) counts again only past where it was
                         counted[name] = count
                         counters.append((group, name, gained))
-                elif isinstance(m, Timer):
-                    count, total = m.count, m.total_ns
+                elif kind is Timer:
+                    if timed is None:
+                        timed = all_timed.setdefault(group, {})
+                    count, total = m.count, m.total_ns  # type: ignore[union-attr]
                     last_count, last_total = timed.get(name, (0, 0))
                     if count > last_count:
                         timed[name] = (count, total)
-                        timers.append((group, name, count - last_count, total - last_total, m.max_ns))
-                elif isinstance(m, Gauge):
+                        timers.append((group, name, count - last_count, total - last_total, m.max_ns))  # type: ignore[union-attr]
+                elif kind is Gauge:
+                    if gauged is None:
+                        gauged = all_gauged.setdefault(group, {})
                     value = _plain(m.snapshot())
                     if name not in gauged or gauged[name] != value:
                         gauged[name] = value
