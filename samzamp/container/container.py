@@ -342,6 +342,7 @@ class SamzaContainer:
         has them (placed there balanced; tasks already placed never move), else on this thread."""
         st = self.settings
         run_loop = self.run_loop
+        logged = st.logged_stores  # a property that walks the stores: once, not once per task
         if self.pool is None:
             starter = functools.partial(
                 start_task,
@@ -362,7 +363,7 @@ class SamzaContainer:
                     starter,
                     max_concurrency=st.task.max_concurrency,
                     callback_timeout_ms=st.task.callback_timeout_ms,
-                    logged_stores=st.logged_stores,
+                    logged_stores=logged,
                     intermediate=st.task.intermediate,
                     metrics=self.metrics,
                     loop=self._loop,
@@ -386,7 +387,7 @@ class SamzaContainer:
                 checkpointed[m.name],
                 batch_size=batch,
                 in_flight_limit=max(IN_FLIGHT_BATCHES * batch, st.task.max_concurrency),
-                logged_stores=st.logged_stores,
+                logged_stores=logged,
                 intermediate=st.task.intermediate,
                 metrics=self.metrics,
                 on_ready=run_loop.task_ready,
