@@ -60,9 +60,14 @@ written on, has no .pyc, and then the container and each worker compile every sa
 start (about half a second of the start on 2 cores, alike for every task count). ``--no-compile``
 leaves them as they are.
 
+With ``--base DIR`` (another checkout of samzamp, its extensions built in place: see bench/noop.py)
+each contender also runs on that checkout's container, in the same rounds: its ratios are over its
+own 4-task run, and "this tree / base" gives each figure against its before, round by round.
+
 With ``--tasks 4,4096`` only those contenders run (4 tasks always: the ratios are over it).
 
-    .venv/bin/python bench/scale_tasks.py [--messages N] [--repeat R] [--quick] [--tasks N,N] [--profile FILE]
+    .venv/bin/python bench/scale_tasks.py [--messages N] [--repeat R] [--quick] [--tasks N,N] [--base DIR]
+        [--profile FILE]
 """
 
 from __future__ import annotations
@@ -97,6 +102,7 @@ class Shape:
     tasks: int
     input_topic: str
     factor: int
+    checkout: noop.Checkout = noop.THIS  # whose container runs it (``--base``: another checkout)
 
 
 SHAPES = [
@@ -105,6 +111,11 @@ SHAPES = [
     Shape("4,096 tasks (1,024 x 4)", 4096, INPUT_1024, 4),
 ]
 BASE = SHAPES[0].label
+
+
+def four(shape: Shape) -> str:
+    """The label of the 4-task contender of ``shape``'s checkout: what its ratios are over."""
+    return SHAPES[0].label + shape.checkout.suffix
 
 
 class CpuSampler:
@@ -183,15 +194,20 @@ def run_shape(
     profile_to: Path | None = None,
     broker_pid: int = 0,
 ) -> TaskRun:
-    out = f"bench-scale-tasks-out-{rep}-{shape.tasks}"
-    name = f"bench-scale-tasks-{rep}"
+    tag = shape.checkout.tag
+    out = f"bench-scale-tasks-out-{rep}-{shape.tasks}{tag}"
+    name = f"bench-scale-tasks-{rep}{tag}"
     config = job_toml("noop", shape.input_topic, out, f"{shape.tasks}-{os.getpid()}", factor=shape.factor, name=name)
     noop.create_topics(bs, [out])
+    # run_container starts noop's container of noop.THIS: the shape's checkout's, for this run.
+    this, this_bin = noop.THIS, noop.CONTAINER_BIN
+    noop.THIS, noop.CONTAINER_BIN = shape.checkout, shape.checkout.container_bin
     try:
         with CpuSampler(broker_pid) as sampler:
             fig = run_container(config, out, n, bs, workdir, profile_to, label=shape.label)
         return TaskRun(fig, sampler.samples if broker_pid else [])
     finally:
+        noop.THIS, noop.CONTAINER_BIN = this, this_bin
         delete_topics(bs, [out])
 
 
@@ -208,6 +224,12 @@ def main(argv: list[str] | None = None) -> int:
         metavar="N,N",
         help="the contenders to run, by task count (default 4,1024,4096; 4 is always run: the ratios are over it)",
     )
+    ap.add_argument(
+        "--base",
+        metavar="DIR",
+        help="also run each contender on another checkout of samzamp (a commit to compare with; its "
+        "extensions built in place: see bench/noop.py), side by side in each round",
+    )
     ap.add_argument("--no-compile", action="store_true", help="do not byte-compile samzamp's modules before the runs")
     ap.add_argument(
         "--set", action="append", default=[], metavar="KEY=VALUE", help="a config override for every container"
@@ -220,6 +242,11 @@ def main(argv: list[str] | None = None) -> int:
     if not wanted <= {s.tasks for s in SHAPES}:
         ap.error(f"--tasks: one of {', '.join(str(s.tasks) for s in SHAPES)}")
     SHAPES[:] = [s for s in SHAPES if s.tasks in wanted]
+    if args.base:
+        other = noop.base_checkout(ap, args.base)
+        with tempfile.TemporaryDirectory() as scratch:
+            other.check_imports(Path(scratch))
+        SHAPES.extend(Shape(s.label + other.suffix, s.tasks, s.input_topic, s.factor, other) for s in list(SHAPES))
     if n < 1000 or reps < 0:
         ap.error("--messages must be >= 1000 and --repeat >= 0")
     noop.EXTRA_SETS.extend(args.set)
@@ -227,7 +254,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"command: {' '.join(['.venv/bin/python', *sys.argv])}")
     if not args.no_compile:
         # As a wheel install does; py_compile writes the .pyc files whatever PYTHONDONTWRITEBYTECODE says.
-        compileall.compile_dir(str(noop.THIS.package), quiet=1)
+        for checkout in {s.checkout for s in SHAPES}:
+            compileall.compile_dir(str(checkout.package), quiet=1)
     print("samzamp's modules " + ("left as they are (--no-compile)" if args.no_compile else "byte-compiled first"))
 
     broker = EmbeddedBroker(die_with_parent=True).start()
@@ -263,10 +291,11 @@ def main(argv: list[str] | None = None) -> int:
                         flush=True,
                     )
             if args.profile:
+                profiled = [s for s in SHAPES if s.checkout is noop.THIS][-1]
                 workdir = Path(tmp)
                 profile_runs(
-                    lambda tag, to: run_shape(SHAPES[-1], tag, n, bs, workdir, profile_to=to).fig,
-                    f"no-op task, pool 2, {SHAPES[-1].label}",
+                    lambda tag, to: run_shape(profiled, tag, n, bs, workdir, profile_to=to).fig,
+                    f"no-op task, pool 2, {profiled.label}",
                     args.profile_runs,
                     n,
                     workdir,
@@ -285,7 +314,6 @@ def by_round(xs: list[float], fmt: str = ".2f") -> str:
 
 
 def report(results: dict[str, list[TaskRun]], n: int, reps: int) -> None:
-    base = results[BASE]
     print()
     title = f"pool 2, no-op, {n:,} msgs, " + (f"median of {reps}" if reps > 1 else "1 round")
     print(
@@ -294,7 +322,7 @@ def report(results: dict[str, list[TaskRun]], n: int, reps: int) -> None:
     )
     for s in SHAPES:
         rs = [r.fig for r in results[s.label]]
-        bs = [b.fig for b in base]
+        bs = [b.fig for b in results[four(s)]]
         first = statistics.median(r.startup_s for r in rs)
         rate = statistics.median(r.rate() for r in rs)
         ratio = statistics.median(r.rate() / b.rate() for r, b in zip(rs, bs, strict=True))
@@ -317,7 +345,7 @@ def report(results: dict[str, list[TaskRun]], n: int, reps: int) -> None:
     )
     for s in SHAPES:
         trs = results[s.label]
-        pairs = list(zip(trs, base, strict=True))
+        pairs = list(zip(trs, results[four(s)], strict=True))
         print(
             f"{s.label:<40}{statistics.median(r.fig.loop_us(n) for r in trs):>9.2f}"
             f"{statistics.median(r.fig.workers_us(n) for r in trs):>12.2f}"
@@ -338,25 +366,43 @@ def report(results: dict[str, list[TaskRun]], n: int, reps: int) -> None:
     for k in shown:
         print(f"{k:<40}" + "".join(f"{cells[(s.label, k)]:>26.2f}" for s in SHAPES))
     print()
-    for s in SHAPES[1:]:
-        tpairs = list(zip(results[s.label], base, strict=True))
+    for s in SHAPES:
+        if s.tasks == 4:
+            continue
+        tpairs = list(zip(results[s.label], results[four(s)], strict=True))
         print(
-            f"{s.label} / {BASE}, msg/s by round: {by_round([r.fig.rate() / b.fig.rate() for r, b in tpairs])}; "
+            f"{s.label} / {four(s)}, msg/s by round: {by_round([r.fig.rate() / b.fig.rate() for r, b in tpairs])}; "
             f"samzamp CPU per message by round: {by_round([r.samzamp_us(n) / b.samzamp_us(n) for r, b in tpairs])}; "
             f"projected by round: {by_round([r.ceiling(n) / b.ceiling(n) for r, b in tpairs])}"
         )
     for s in SHAPES:
         print(f"{s.label}: start -> first output by round (s): {by_round([r.fig.startup_s for r in results[s.label]])}")
     print()
-    if SHAPES[-1].tasks != 4096:
+    for s in SHAPES:
+        if s.checkout is noop.THIS:
+            continue
+        mine = s.label.removesuffix(s.checkout.suffix)
+        pairs = list(zip(results[mine], results[s.label], strict=True))
+        print(
+            f"{mine}: this tree / base by round: msg/s "
+            f"{by_round([r.fig.rate() / b.fig.rate() for r, b in pairs])}; samzamp CPU per message "
+            f"{by_round([r.samzamp_us(n) / b.samzamp_us(n) for r, b in pairs])}; loop µs/msg "
+            f"{by_round([r.fig.loop_us(n) / b.fig.loop_us(n) for r, b in pairs])}; workers µs/msg "
+            f"{by_round([r.fig.workers_us(n) / b.fig.workers_us(n) for r, b in pairs])}; start -> first output "
+            f"{by_round([r.fig.startup_s - b.fig.startup_s for r, b in pairs], '+.2f')} s"
+        )
+    print()
+    big_label = next((s.label for s in SHAPES if s.tasks == 4096 and s.checkout is noop.THIS), None)
+    if big_label is None:
         return
-    big = [r.fig for r in results[SHAPES[-1].label]]
+    base = results[BASE]
+    big = [r.fig for r in results[big_label]]
     bs = [b.fig for b in base]
     ratio = statistics.median(r.rate() / b.rate() for r, b in zip(big, bs, strict=True))
     first = statistics.median(r.startup_s for r in big)
     rss_task = statistics.median((r.rss(n) - b.rss(n)) / (4096 - 4) / 1024 for r, b in zip(big, bs, strict=True))
     today_task = (BEFORE["rss_mib"][1] - BEFORE["rss_mib"][0]) * 1024 / (4096 - 4)
-    runs = list(zip(results[SHAPES[-1].label], base, strict=True))
+    runs = list(zip(results[big_label], base, strict=True))
     cpu_ratio = statistics.median(r.samzamp_us(n) / b.samzamp_us(n) for r, b in runs)
     projected = statistics.median(r.ceiling(n) / b.ceiling(n) for r, b in runs)
     print(
