@@ -33,8 +33,20 @@ stopped with SIGTERM and must exit 0. Per run:
   4-task job (its RSS grows ~40 MiB after the first output, the 1,024-task job's less), so this
   per-task figure can come out negative for 1,024 tasks; "at first output" is printed beside it.
 - loop µs/msg: the main process's CPU from 10% to 90% of the outputs over the outputs in that window
-  (bench/scale_loop.py's figure), for where the throughput goes.
+  (bench/scale_loop.py's figure), for where the throughput goes; also by thread of the main process
+  ("python" is every Python thread, "rdk:*" are librdkafka's own).
 - SIGTERM -> exit: the shutdown, whose final commit grows with the task count.
+- samzamp µs/msg: what samzamp itself spends per message, wherever it runs: the CPU of the main process
+  and of its workers from 10% to 90% of the outputs (start-up and shutdown outside), over the outputs
+  in that window; "x 4 tasks" is that over the same round's 4-task figure (a pair; 1.00 means a task
+  count that costs samzamp nothing). Beside it, the broker's CPU per message over the same window
+  (its process sampled every 20 ms by a thread of this one, read at the window's ends by
+  interpolation): on this machine broker and samzamp share two cores, so the wall-clock rate is
+  bounded by both; where the broker runs elsewhere, samzamp's CPU per message is what bounds it.
+- projected x 4 tasks: the throughput ratio where the broker runs elsewhere and each of samzamp's
+  processes has a core: a processor's rate is bounded by its busiest process, the main one (loop
+  µs/msg) or a worker (workers µs/msg / pool), so the ratio of 1e6 / max(loop, workers / 2) of
+  4,096 tasks to that of 4 tasks.
 
 Printed: each run, then per contender the medians over ``--repeat`` rounds and the ratios by round.
 
@@ -42,24 +54,37 @@ With ``--profile FILE``, after the rounds, ``--profile-runs`` more runs of 4,096
 py-spy (bench/scale_loop.py's profile_runs: the main process, Python frames, 10% to 90% of the
 outputs) and FILE gets the summary. Those runs count in no figure.
 
+Before the runs, samzamp's modules are byte-compiled (``compileall``), as installing a wheel does: a
+checkout installed in place (pip -e) under PYTHONDONTWRITEBYTECODE, as on the machine this bench was
+written on, has no .pyc, and then the container and each worker compile every samzamp module at each
+start (about half a second of the start on 2 cores, alike for every task count). ``--no-compile``
+leaves them as they are.
+
+With ``--base DIR`` (another checkout of samzamp, its extensions built in place: see bench/noop.py)
+each contender also runs on that checkout's container, in the same rounds: its ratios are over its
+own 4-task run, and "this tree / base" gives each figure against its before, round by round.
+
 With ``--tasks 4,4096`` only those contenders run (4 tasks always: the ratios are over it).
 
-    .venv/bin/python bench/scale_tasks.py [--messages N] [--repeat R] [--quick] [--tasks N,N] [--profile FILE]
+    .venv/bin/python bench/scale_tasks.py [--messages N] [--repeat R] [--quick] [--tasks N,N] [--base DIR]
+        [--profile FILE]
 """
 
 from __future__ import annotations
 
 import argparse
+import compileall
 import os
 import statistics
 import sys
 import tempfile
+import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import noop
-from scale_loop import RunFigures, delete_topics, job_toml, profile_runs, run_container
+from scale_loop import POOL, RunFigures, delete_topics, job_toml, profile_runs, run_container
 
 from samzamp.systems.kafka import EmbeddedBroker
 
@@ -77,6 +102,7 @@ class Shape:
     tasks: int
     input_topic: str
     factor: int
+    checkout: noop.Checkout = noop.THIS  # whose container runs it (``--base``: another checkout)
 
 
 SHAPES = [
@@ -87,16 +113,101 @@ SHAPES = [
 BASE = SHAPES[0].label
 
 
+def four(shape: Shape) -> str:
+    """The label of the 4-task contender of ``shape``'s checkout: what its ratios are over."""
+    return SHAPES[0].label + shape.checkout.suffix
+
+
+class CpuSampler:
+    """The CPU seconds of process ``pid`` (the broker), sampled every ``period_s`` by a thread of its own
+    while in use (``with``), for reading at any instant of that time (``at``)."""
+
+    def __init__(self, pid: int, period_s: float = 0.02) -> None:
+        self._pid = pid
+        self._period_s = period_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="bench-broker-cpu", daemon=True)
+        self.samples: list[tuple[float, float]] = []  # (perf_counter, CPU seconds)
+
+    def _run(self) -> None:
+        while True:
+            self.samples.append((time.perf_counter(), noop.cpu_seconds(self._pid)))
+            if self._stop.wait(self._period_s):
+                self.samples.append((time.perf_counter(), noop.cpu_seconds(self._pid)))
+                return
+
+    def __enter__(self) -> CpuSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def at(self, t: float) -> float:
+        """The process's CPU seconds at ``t`` (perf_counter), interpolated between the samples around it."""
+        xs = self.samples
+        if not xs:
+            return float("nan")
+        if t <= xs[0][0]:
+            return xs[0][1]
+        for (t0, c0), (t1, c1) in zip(xs, xs[1:], strict=False):
+            if t0 <= t <= t1:
+                return c0 + (c1 - c0) * (t - t0) / (t1 - t0) if t1 > t0 else c1
+        return xs[-1][1]
+
+
+@dataclass
+class TaskRun:
+    """One container run's figures, and the broker's CPU over the same window."""
+
+    fig: RunFigures
+    broker: list[tuple[float, float]] = field(default_factory=list)  # the broker's CPU samples during the run
+
+    def samzamp_us(self, n: int) -> float:
+        """The main process's and the workers' CPU per message from 10% to 90% of the outputs."""
+        a, b = self.fig.window(0.1, 0.9, n)
+        cpu = (b.main_cpu - a.main_cpu) + (b.workers_cpu - a.workers_cpu)
+        return cpu / (b.count - a.count) * 1e6 if b.count > a.count else float("nan")
+
+    def broker_us(self, n: int) -> float:
+        """The broker's CPU per message over the same window."""
+        a, b = self.fig.window(0.1, 0.9, n)
+        sampler = CpuSampler(0)
+        sampler.samples = self.broker
+        cpu = sampler.at(b.t) - sampler.at(a.t)
+        return cpu / (b.count - a.count) * 1e6 if b.count > a.count else float("nan")
+
+    def ceiling(self, n: int) -> float:
+        """Messages per second where each of samzamp's processes has a core and the broker runs
+        elsewhere: bounded by the busiest process, the main one or a worker."""
+        busiest = max(self.fig.loop_us(n), self.fig.workers_us(n) / POOL)
+        return 1e6 / busiest if busiest > 0 else float("nan")
+
+
 def run_shape(
-    shape: Shape, rep: int | str, n: int, bs: str, workdir: Path, profile_to: Path | None = None
-) -> RunFigures:
-    out = f"bench-scale-tasks-out-{rep}-{shape.tasks}"
-    name = f"bench-scale-tasks-{rep}"
+    shape: Shape,
+    rep: int | str,
+    n: int,
+    bs: str,
+    workdir: Path,
+    profile_to: Path | None = None,
+    broker_pid: int = 0,
+) -> TaskRun:
+    tag = shape.checkout.tag
+    out = f"bench-scale-tasks-out-{rep}-{shape.tasks}{tag}"
+    name = f"bench-scale-tasks-{rep}{tag}"
     config = job_toml("noop", shape.input_topic, out, f"{shape.tasks}-{os.getpid()}", factor=shape.factor, name=name)
     noop.create_topics(bs, [out])
+    # run_container starts noop's container of noop.THIS: the shape's checkout's, for this run.
+    this, this_bin = noop.THIS, noop.CONTAINER_BIN
+    noop.THIS, noop.CONTAINER_BIN = shape.checkout, shape.checkout.container_bin
     try:
-        return run_container(config, out, n, bs, workdir, profile_to, label=shape.label)
+        with CpuSampler(broker_pid) as sampler:
+            fig = run_container(config, out, n, bs, workdir, profile_to, label=shape.label)
+        return TaskRun(fig, sampler.samples if broker_pid else [])
     finally:
+        noop.THIS, noop.CONTAINER_BIN = this, this_bin
         delete_topics(bs, [out])
 
 
@@ -114,6 +225,13 @@ def main(argv: list[str] | None = None) -> int:
         help="the contenders to run, by task count (default 4,1024,4096; 4 is always run: the ratios are over it)",
     )
     ap.add_argument(
+        "--base",
+        metavar="DIR",
+        help="also run each contender on another checkout of samzamp (a commit to compare with; its "
+        "extensions built in place: see bench/noop.py), side by side in each round",
+    )
+    ap.add_argument("--no-compile", action="store_true", help="do not byte-compile samzamp's modules before the runs")
+    ap.add_argument(
         "--set", action="append", default=[], metavar="KEY=VALUE", help="a config override for every container"
     )
     args = ap.parse_args(argv)
@@ -124,14 +242,26 @@ def main(argv: list[str] | None = None) -> int:
     if not wanted <= {s.tasks for s in SHAPES}:
         ap.error(f"--tasks: one of {', '.join(str(s.tasks) for s in SHAPES)}")
     SHAPES[:] = [s for s in SHAPES if s.tasks in wanted]
+    if args.base:
+        other = noop.base_checkout(ap, args.base)
+        with tempfile.TemporaryDirectory() as scratch:
+            other.check_imports(Path(scratch))
+        SHAPES.extend(Shape(s.label + other.suffix, s.tasks, s.input_topic, s.factor, other) for s in list(SHAPES))
     if n < 1000 or reps < 0:
         ap.error("--messages must be >= 1000 and --repeat >= 0")
     noop.EXTRA_SETS.extend(args.set)
     noop.set_fetch_queue_backoff(10)
     print(f"command: {' '.join(['.venv/bin/python', *sys.argv])}")
+    if not args.no_compile:
+        # As a wheel install does; py_compile writes the .pyc files whatever PYTHONDONTWRITEBYTECODE says.
+        for checkout in {s.checkout for s in SHAPES}:
+            compileall.compile_dir(str(checkout.package), quiet=1)
+    print("samzamp's modules " + ("left as they are (--no-compile)" if args.no_compile else "byte-compiled first"))
 
     broker = EmbeddedBroker(die_with_parent=True).start()
-    results: dict[str, list[RunFigures]] = {s.label: [] for s in SHAPES}
+    assert broker.process is not None
+    broker_pid = broker.process.pid
+    results: dict[str, list[TaskRun]] = {s.label: [] for s in SHAPES}
     try:
         bs = broker.bootstrap_servers
         t = time.perf_counter()
@@ -149,20 +279,23 @@ def main(argv: list[str] | None = None) -> int:
         with tempfile.TemporaryDirectory(prefix="bench-scale-tasks-") as tmp:
             for r in range(reps):
                 for shape in SHAPES if r % 2 == 0 else SHAPES[::-1]:
-                    fig = run_shape(shape, r, n, bs, Path(tmp))
-                    results[shape.label].append(fig)
+                    run = run_shape(shape, r, n, bs, Path(tmp), broker_pid=broker_pid)
+                    results[shape.label].append(run)
+                    fig = run.fig
                     print(
                         f"round {r + 1}/{reps}  {shape.label:<24} start -> first output {fig.startup_s:5.2f} s, "
                         f"{fig.rate():>9,.0f} msg/s, main RSS {fig.rss(n) / 2**20:6.1f} MiB, "
                         f"(at first output {fig.samples[0].rss / 2**20:.1f}), loop {fig.loop_us(n):.2f} µs/msg, "
-                        f"SIGTERM -> exit 0 in {fig.shutdown_s:.2f} s",
+                        f"workers {fig.workers_us(n):.2f} µs/msg, samzamp {run.samzamp_us(n):.2f} µs/msg, "
+                        f"broker {run.broker_us(n):.2f} µs/msg, SIGTERM -> exit 0 in {fig.shutdown_s:.2f} s",
                         flush=True,
                     )
             if args.profile:
+                profiled = [s for s in SHAPES if s.checkout is noop.THIS][-1]
                 workdir = Path(tmp)
                 profile_runs(
-                    lambda tag, to: run_shape(SHAPES[-1], tag, n, bs, workdir, profile_to=to),
-                    f"no-op task, pool 2, {SHAPES[-1].label}",
+                    lambda tag, to: run_shape(profiled, tag, n, bs, workdir, profile_to=to).fig,
+                    f"no-op task, pool 2, {profiled.label}",
                     args.profile_runs,
                     n,
                     workdir,
@@ -180,8 +313,7 @@ def by_round(xs: list[float], fmt: str = ".2f") -> str:
     return ", ".join(f"{x:{fmt}}" for x in xs)
 
 
-def report(results: dict[str, list[RunFigures]], n: int, reps: int) -> None:
-    base = results[BASE]
+def report(results: dict[str, list[TaskRun]], n: int, reps: int) -> None:
     print()
     title = f"pool 2, no-op, {n:,} msgs, " + (f"median of {reps}" if reps > 1 else "1 round")
     print(
@@ -189,13 +321,14 @@ def report(results: dict[str, list[RunFigures]], n: int, reps: int) -> None:
         f"{'SIGTERM->exit':>15}"
     )
     for s in SHAPES:
-        rs = results[s.label]
+        rs = [r.fig for r in results[s.label]]
+        bs = [b.fig for b in results[four(s)]]
         first = statistics.median(r.startup_s for r in rs)
         rate = statistics.median(r.rate() for r in rs)
-        ratio = statistics.median(r.rate() / b.rate() for r, b in zip(rs, base, strict=True))
+        ratio = statistics.median(r.rate() / b.rate() for r, b in zip(rs, bs, strict=True))
         rss = statistics.median(r.rss(n) / 2**20 for r in rs)
         per_task = (
-            f"{statistics.median((r.rss(n) - b.rss(n)) / (s.tasks - 4) / 1024 for r, b in zip(rs, base, strict=True)):>7.1f} KiB"
+            f"{statistics.median((r.rss(n) - b.rss(n)) / (s.tasks - 4) / 1024 for r, b in zip(rs, bs, strict=True)):>7.1f} KiB"
             if s.tasks > 4
             else f"{'':>11}"
         )
@@ -205,23 +338,80 @@ def report(results: dict[str, list[RunFigures]], n: int, reps: int) -> None:
             f"{s.label:<40}{first:>9.2f}s{rate:>10,.0f}{ratio:>11.2f}{rss:>6.1f} MiB{per_task}{loop:>13.2f}{down:>14.2f}s"
         )
     print()
-    for s in SHAPES[1:]:
-        rs = results[s.label]
+    print("CPU per message over the steady window (10% to 90% of the outputs), medians; x 4 tasks by pair:")
+    print(
+        f"{'':<40}{'loop µs':>9}{'workers µs':>12}{'samzamp µs':>12}{'x 4 tasks':>11}{'broker µs':>11}"
+        f"{'projected x 4 tasks':>21}"
+    )
+    for s in SHAPES:
+        trs = results[s.label]
+        pairs = list(zip(trs, results[four(s)], strict=True))
         print(
-            f"{s.label} / {BASE}, msg/s by round: {by_round([r.rate() / b.rate() for r, b in zip(rs, base, strict=True)])}"
+            f"{s.label:<40}{statistics.median(r.fig.loop_us(n) for r in trs):>9.2f}"
+            f"{statistics.median(r.fig.workers_us(n) for r in trs):>12.2f}"
+            f"{statistics.median(r.samzamp_us(n) for r in trs):>12.2f}"
+            f"{statistics.median(r.samzamp_us(n) / b.samzamp_us(n) for r, b in pairs):>11.2f}"
+            f"{statistics.median(r.broker_us(n) for r in trs):>11.2f}"
+            f"{statistics.median(r.ceiling(n) / b.ceiling(n) for r, b in pairs):>21.2f}"
+        )
+    split = {s.label: [r.fig.threads_us() for r in results[s.label]] for s in SHAPES}
+    names = sorted({k for runs in split.values() for d in runs for k in d})
+    cells = {(lbl, k): statistics.median([d.get(k, 0.0) for d in runs]) for lbl, runs in split.items() for k in names}
+    shown = sorted(
+        (k for k in names if max(cells[(s.label, k)] for s in SHAPES) >= 0.02),
+        key=lambda k: -max(cells[(s.label, k)] for s in SHAPES),
+    )
+    print("the loop's µs/msg by thread of the main process (/proc schedstat; medians):")
+    print(f"{'thread':<40}" + "".join(f"{s.label:>26}" for s in SHAPES))
+    for k in shown:
+        print(f"{k:<40}" + "".join(f"{cells[(s.label, k)]:>26.2f}" for s in SHAPES))
+    print()
+    for s in SHAPES:
+        if s.tasks == 4:
+            continue
+        tpairs = list(zip(results[s.label], results[four(s)], strict=True))
+        print(
+            f"{s.label} / {four(s)}, msg/s by round: {by_round([r.fig.rate() / b.fig.rate() for r, b in tpairs])}; "
+            f"samzamp CPU per message by round: {by_round([r.samzamp_us(n) / b.samzamp_us(n) for r, b in tpairs])}; "
+            f"projected by round: {by_round([r.ceiling(n) / b.ceiling(n) for r, b in tpairs])}"
         )
     for s in SHAPES:
-        print(f"{s.label}: start -> first output by round (s): {by_round([r.startup_s for r in results[s.label]])}")
+        print(f"{s.label}: start -> first output by round (s): {by_round([r.fig.startup_s for r in results[s.label]])}")
     print()
-    if SHAPES[-1].tasks != 4096:
+    for s in SHAPES:
+        if s.checkout is noop.THIS:
+            continue
+        mine = s.label.removesuffix(s.checkout.suffix)
+        pairs = list(zip(results[mine], results[s.label], strict=True))
+        print(
+            f"{mine}: this tree / base by round: msg/s "
+            f"{by_round([r.fig.rate() / b.fig.rate() for r, b in pairs])}; samzamp CPU per message "
+            f"{by_round([r.samzamp_us(n) / b.samzamp_us(n) for r, b in pairs])}; loop µs/msg "
+            f"{by_round([r.fig.loop_us(n) / b.fig.loop_us(n) for r, b in pairs])}; workers µs/msg "
+            f"{by_round([r.fig.workers_us(n) / b.fig.workers_us(n) for r, b in pairs])}; start -> first output "
+            f"{by_round([r.fig.startup_s - b.fig.startup_s for r, b in pairs], '+.2f')} s"
+        )
+    print()
+    big_label = next((s.label for s in SHAPES if s.tasks == 4096 and s.checkout is noop.THIS), None)
+    if big_label is None:
         return
-    big = results[SHAPES[-1].label]
-    ratio = statistics.median(r.rate() / b.rate() for r, b in zip(big, base, strict=True))
+    base = results[BASE]
+    big = [r.fig for r in results[big_label]]
+    bs = [b.fig for b in base]
+    ratio = statistics.median(r.rate() / b.rate() for r, b in zip(big, bs, strict=True))
     first = statistics.median(r.startup_s for r in big)
-    rss_task = statistics.median((r.rss(n) - b.rss(n)) / (4096 - 4) / 1024 for r, b in zip(big, base, strict=True))
+    rss_task = statistics.median((r.rss(n) - b.rss(n)) / (4096 - 4) / 1024 for r, b in zip(big, bs, strict=True))
     today_task = (BEFORE["rss_mib"][1] - BEFORE["rss_mib"][0]) * 1024 / (4096 - 4)
+    runs = list(zip(results[big_label], base, strict=True))
+    cpu_ratio = statistics.median(r.samzamp_us(n) / b.samzamp_us(n) for r, b in runs)
+    projected = statistics.median(r.ceiling(n) / b.ceiling(n) for r, b in runs)
     print(
         f"4,096 tasks / 4 tasks msg/s: {ratio:.2f} (target >= {TARGET_RATIO}; before the scale work ~0.48, pairs 0.47-0.81)"
+    )
+    print(
+        f"4,096 tasks / 4 tasks, samzamp's CPU per message: {cpu_ratio:.2f} (throughput where samzamp's CPU "
+        f"bounds it: {1 / cpu_ratio:.2f} of 4 tasks); projected with the broker elsewhere, a core per process: "
+        f"{projected:.2f}"
     )
     print(
         f"4,096 tasks start -> first output: {first:.2f} s (target <= {TARGET_FIRST_S} s; before the scale work 3.3 s)"

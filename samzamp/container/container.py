@@ -65,6 +65,29 @@ def _prefetched(read: asyncio.Task[object]) -> None:
         log.debug("reading the checkpoint topic ahead of a rebalance: %s", read.exception())
 
 
+_NAMED_TASKS = 8  # the tasks one log line names at most
+
+
+def _some(names: list[str]) -> str:
+    """The first few of ``names``, for a log line about thousands of tasks."""
+    shown = ", ".join(repr(n) for n in names[:_NAMED_TASKS])
+    return shown + (f" and {len(names) - _NAMED_TASKS} more" if len(names) > _NAMED_TASKS else "")
+
+
+# The starting offsets a start logs lane by lane at INFO, at most: a start of thousands of tasks
+# logs how many lanes start where instead (each one at DEBUG), not a line of hundreds of kilobytes.
+_LISTED_STARTS = 64
+
+
+def _starts_summary(starts: dict[Lane, StartOffset]) -> str:
+    """How many of ``starts`` begin at each named place, and after a checkpoint (an exact offset)."""
+    counts: dict[str, int] = {}
+    for start in starts.values():
+        where = "an exact offset" if isinstance(start, int) else repr(start)
+        counts[where] = counts.get(where, 0) + 1
+    return f"of {len(starts)} lanes: " + ", ".join(f"{n} at {where}" for where, n in sorted(counts.items()))
+
+
 def same_task(a: TaskModel, b: TaskModel | None) -> bool:
     """Whether ``b`` is task ``a`` unchanged (markers aside: they come from the checkpoint)."""
     return b is not None and (a.name, a.ssps, a.changelog_partition) == (b.name, b.ssps, b.changelog_partition)
@@ -211,6 +234,10 @@ class SamzaContainer:
             await t.stop()
             del self.tasks[t.name]
             self._remove_metrics(t)
+        if tasks:
+            log.info(
+                "%d tasks stopped, each after its final checkpoint: %s", len(tasks), _some([t.name for t in tasks])
+            )
 
     def _lanes(self, t: RunLoopTask) -> dict[Lane, SystemStreamPartition]:
         return task_lanes(t.name, t.ssps, self._broadcast)
@@ -255,14 +282,21 @@ class SamzaContainer:
             lane: (m.name, ssp) for m in models for lane, ssp in task_lanes(m.name, m.ssps, self._broadcast).items()
         }
         starts, ends = await asyncio.to_thread(self._starting_offsets, lanes, checkpointed)
+        each = (
+            {f"{lanes[lane][0]}: {lanes[lane][1]}": o for lane, o in starts.items()}
+            if len(starts) <= _LISTED_STARTS
+            else None
+        )
         log.info(
             "job %s-%s: %d tasks over %d partitions; starting offsets %s",
             self.settings.name,
             self.settings.id,
             len(models),
             len({partition_of(lane) for lane in lanes}),
-            {f"{lanes[lane][0]}: {lanes[lane][1]}": o for lane, o in starts.items()},
+            each if each is not None else _starts_summary(starts),
         )
+        if each is None and log.isEnabledFor(logging.DEBUG):
+            log.debug("starting offsets %s", {f"{lanes[lane][0]}: {lanes[lane][1]}": o for lane, o in starts.items()})
         models = [
             msgspec.structs.replace(
                 m,
@@ -308,6 +342,7 @@ class SamzaContainer:
         has them (placed there balanced; tasks already placed never move), else on this thread."""
         st = self.settings
         run_loop = self.run_loop
+        logged = st.logged_stores  # a property that walks the stores: once, not once per task
         if self.pool is None:
             starter = functools.partial(
                 start_task,
@@ -328,7 +363,7 @@ class SamzaContainer:
                     starter,
                     max_concurrency=st.task.max_concurrency,
                     callback_timeout_ms=st.task.callback_timeout_ms,
-                    logged_stores=st.logged_stores,
+                    logged_stores=logged,
                     intermediate=st.task.intermediate,
                     metrics=self.metrics,
                     loop=self._loop,
@@ -352,7 +387,7 @@ class SamzaContainer:
                 checkpointed[m.name],
                 batch_size=batch,
                 in_flight_limit=max(IN_FLIGHT_BATCHES * batch, st.task.max_concurrency),
-                logged_stores=st.logged_stores,
+                logged_stores=logged,
                 intermediate=st.task.intermediate,
                 metrics=self.metrics,
                 on_ready=run_loop.task_ready,

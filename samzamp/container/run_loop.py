@@ -65,7 +65,7 @@ class RunLoop:
         self._loop = loop
         self._clock = clock = time.monotonic
         self._task_set = tasks = TaskSet(settings.broadcast_inputs, loop, settings.shutdown_ms, self.abort)
-        self.tasks = tasks.tasks  # the one list of tasks, changed in place
+        self.tasks = tasks.tasks  # the one collection of tasks (in the order they joined), changed in place
         self._commits = commits = Commits(
             checkpoints, consumers, tasks, loop, metrics, self.task_ready, self.abort, group_offsets
         )
@@ -149,7 +149,7 @@ class RunLoop:
     def on_requests(self, ti: RunLoopTask, coordinator: ReadableCoordinator) -> None:
         """Apply a coordinator's commit/shutdown requests (after its message was released in order)."""
         if coordinator.commit_requested:
-            targets = self.tasks if coordinator.commit_scope is RequestScope.ALL_TASKS_IN_CONTAINER else [ti]
+            targets = list(self.tasks) if coordinator.commit_scope is RequestScope.ALL_TASKS_IN_CONTAINER else [ti]
             for t in targets:
                 t.state.request_commit()
                 self._ready.add(t)

@@ -25,7 +25,7 @@ log = logging.getLogger(__name__)
 
 
 class TaskSet:
-    """Membership of the loop's tasks; ``tasks`` is the one list of them (changed in place)."""
+    """Membership of the loop's tasks; ``tasks`` is the one collection of them (changed in place)."""
 
     def __init__(
         self,
@@ -38,7 +38,9 @@ class TaskSet:
         self._loop = loop
         self._shutdown_ms = shutdown_ms
         self._abort = abort
-        self.tasks: list[RunLoopTask] = []
+        # The tasks in the order they joined: a dict as an ordered set, as a departure must not walk
+        # them (thousands leave at once in a rebalance).
+        self.tasks: dict[RunLoopTask, None] = {}
         self.by_lane: dict[Lane, RunLoopTask] = {}  # the task of each lane (samzamp.consume.lane)
         self._lanes: dict[RunLoopTask, dict[Lane, SystemStreamPartition]] = {}
         self.readers = PartitionReaders()  # the tasks reading each input partition
@@ -63,7 +65,7 @@ class TaskSet:
         self._lanes[ti] = lanes
         for lane in lanes:
             self.by_lane[lane] = ti
-        self.tasks.append(ti)
+        self.tasks[ti] = None
         self.readers.add(ti)
 
     # -- leaving --------------------------------------------------------------------------------
@@ -96,14 +98,17 @@ class TaskSet:
         timer = self._leave_timers.pop(ti, None)
         if timer is not None:
             timer.cancel()
-        self.tasks.remove(ti)
+        del self.tasks[ti]
         self.readers.remove(ti)
         ti.state.leave()  # what was queued for it since it began leaving is dropped too
         for lane in self._lanes.pop(ti, {}):
             if self.by_lane.get(lane) is ti:
                 del self.by_lane[lane]
         self._votes.discard(ti.name)
-        log.info("task %r left: final checkpoint %s", ti.name, {str(s): o for s, o in sorted(ti.checkpointed.items())})
+        # DEBUG: thousands of tasks leave at once in a rebalance; the container logs one line for them.
+        if log.isEnabledFor(logging.DEBUG):
+            checkpoint = {str(s): o for s, o in sorted(ti.checkpointed.items())}
+            log.debug("task %r left: final checkpoint %s", ti.name, checkpoint)
         fut = self._leaving.pop(ti)
         if not fut.done():
             fut.set_result(None)

@@ -46,41 +46,55 @@ class DeltaTracker:
 
     def __init__(self, registry: MetricsRegistry) -> None:
         self.registry = registry
-        self._counted: dict[tuple[str, str], int] = {}  # counter -> count at the last take
-        self._timed: dict[tuple[str, str], tuple[int, int]] = {}  # timer -> (count, total ns) then
-        self._gauged: dict[tuple[str, str], Any] = {}  # gauge -> value sent last
+        # Per group, per name (by group, so that a group leaves in one step: thousands of tasks'
+        # groups leave one by one when their tasks do).
+        self._counted: dict[str, dict[str, int]] = {}  # counter -> count at the last take
+        self._timed: dict[str, dict[str, tuple[int, int]]] = {}  # timer -> (count, total ns) then
+        self._gauged: dict[str, dict[str, Any]] = {}  # gauge -> value sent last
 
     def forget(self, group: str) -> None:
         """``group`` left the registry: a group of that name made later starts from zero."""
-        for seen in (self._counted, self._timed, self._gauged):
-            for key in [k for k in seen if k[0] == group]:
-                del seen[key]
+        self._counted.pop(group, None)
+        self._timed.pop(group, None)
+        self._gauged.pop(group, None)
 
     def take(self) -> MetricDeltas:
         """What changed since the last take (everything, the first time: from zero)."""
         counters: list[tuple[str, str, int]] = []
         timers: list[tuple[str, str, int, int, int]] = []
         gauges: list[tuple[str, str, Any]] = []
-        counted, timed, gauged = self._counted, self._timed, self._gauged
+        all_counted, all_timed, all_gauged = self._counted, self._timed, self._gauged
+        # A worker of thousands of tasks walks thousands of groups of a metric or two each, every
+        # second: each group's dicts are looked up only for the kinds it has, and kinds are told
+        # apart by their exact type (the registry makes exactly these).
         for group, metrics in self.registry.metrics():
+            counted: dict[str, int] | None = None
+            timed: dict[str, tuple[int, int]] | None = None
+            gauged: dict[str, Any] | None = None
             for name, m in metrics:
-                key = (group, name)
-                if isinstance(m, Counter):
-                    count = m.count
-                    gained = count - counted.get(key, 0)
+                kind = type(m)
+                if kind is Counter:
+                    if counted is None:
+                        counted = all_counted.setdefault(group, {})
+                    count = m.count  # type: ignore[union-attr]
+                    gained = count - counted.get(name, 0)
                     if gained > 0:  # one set back (by hand) counts again only past where it was
-                        counted[key] = count
+                        counted[name] = count
                         counters.append((group, name, gained))
-                elif isinstance(m, Timer):
-                    count, total = m.count, m.total_ns
-                    last_count, last_total = timed.get(key, (0, 0))
+                elif kind is Timer:
+                    if timed is None:
+                        timed = all_timed.setdefault(group, {})
+                    count, total = m.count, m.total_ns  # type: ignore[union-attr]
+                    last_count, last_total = timed.get(name, (0, 0))
                     if count > last_count:
-                        timed[key] = (count, total)
-                        timers.append((group, name, count - last_count, total - last_total, m.max_ns))
-                elif isinstance(m, Gauge):
+                        timed[name] = (count, total)
+                        timers.append((group, name, count - last_count, total - last_total, m.max_ns))  # type: ignore[union-attr]
+                elif kind is Gauge:
+                    if gauged is None:
+                        gauged = all_gauged.setdefault(group, {})
                     value = _plain(m.snapshot())
-                    if key not in gauged or gauged[key] != value:
-                        gauged[key] = value
+                    if name not in gauged or gauged[name] != value:
+                        gauged[name] = value
                         gauges.append((group, name, value))
         return MetricDeltas(counters, timers, gauges)
 

@@ -94,3 +94,26 @@ def test_a_name_of_another_kind_in_the_receiver_is_skipped_not_fatal() -> None:
     worker.counter(G, "y").count = 1
     apply_deltas(container, DeltaTracker(worker).take())
     assert container.snapshot()[G] == {"x": "kept", "y": 1}
+
+
+def test_forgetting_one_group_among_many_leaves_the_others_as_they_were() -> None:
+    worker = MetricsRegistry()
+    tracker = DeltaTracker(worker)
+    groups = [f"TaskName-Partition {p}" for p in range(50)]
+    for i, g in enumerate(groups):
+        worker.counter(g, "send-calls").count += i + 1
+        worker.timer(g, "process-ns").update(10 * (i + 1))
+        worker.gauge(g, "worker").set(0)
+    tracker.take()
+    gone = groups[::2]
+    for g in gone:  # the worker's tasks leave one by one
+        worker.remove(g)
+        tracker.forget(g)
+    for g in groups:  # the ones that stayed count on; the ones that left come back from zero
+        worker.counter(g, "send-calls").count += 1
+        worker.timer(g, "process-ns").update(5)
+        worker.gauge(g, "worker").set(0)
+    deltas = tracker.take()
+    assert sorted(deltas.counters) == sorted((g, "send-calls", 1) for g in groups)
+    assert sorted((g, n, c, t) for g, n, c, t, _ in deltas.timers) == sorted((g, "process-ns", 1, 5) for g in groups)
+    assert sorted(deltas.gauges) == sorted((g, "worker", 0) for g in gone)  # unchanged where it stayed
