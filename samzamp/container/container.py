@@ -219,6 +219,12 @@ class SamzaContainer:
         the last rebalance while every processor waits. A read that fails here is read again then."""
         if not any(not same_task(t, self.job_model.tasks.get(n)) for n, t in model.tasks.items()):
             return  # none arrives
+        self.read_checkpoints_ahead()
+
+    def read_checkpoints_ahead(self) -> None:
+        """Read the checkpoint topic now, in a thread, unless such a read is under way: a start of
+        tasks soon after reads only what was written since. A read that fails here is only logged
+        (at DEBUG): the start reads again."""
         if self._prefetch is not None and not self._prefetch.done():
             return
         self._prefetch = self._loop.create_task(asyncio.to_thread(self._checkpoints.read_last_checkpoints))

@@ -12,7 +12,6 @@ that a processor that leaves or comes back during a drain has its tasks drained 
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable
 
@@ -30,15 +29,9 @@ class ContainerListener:
     """A ``JobCoordinatorListener`` that runs the models it hears in ``container`` (and fences
     ``pool``'s workers with the coordinator's lease). Event loop thread only."""
 
-    def __init__(
-        self, container: SamzaContainer, pool: WorkerPool | None, read_ahead: Callable[[], object] | None = None
-    ) -> None:
-        """``read_ahead``: blocking, what the start of tasks reads and later reads take only the
-        rest of (the checkpoint topic), called in a thread when the job's membership changes."""
+    def __init__(self, container: SamzaContainer, pool: WorkerPool | None) -> None:
         self._container = container
         self._pool = pool
-        self._read_ahead = read_ahead
-        self._reading: asyncio.Task[object] | None = None
         # The container's own model generation: it grows with each model applied, the release
         # of a version's leaving tasks included, whatever the coordinator numbers its models.
         self._generation = 0
@@ -79,12 +72,9 @@ class ContainerListener:
 
     def on_membership_change(self) -> None:
         """A processor joined or left, so a model comes (after the leader's debounce time and its
-        computation): read the checkpoint topic ahead now, in the background, so that the reads at
-        the model's arrival and at its barrier take only the commits since, while everyone waits."""
-        if self._read_ahead is None or (self._reading is not None and not self._reading.done()):
-            return
-        self._reading = asyncio.get_running_loop().create_task(asyncio.to_thread(self._read_ahead))
-        self._reading.add_done_callback(_read_ahead_done)
+        computation): the container reads the checkpoint topic ahead now, so that the reads at the
+        model's arrival and at its barrier take only the commits since, while everyone waits."""
+        self._container.read_checkpoints_ahead()
 
     def on_coordinator_failure(self, error: BaseException) -> None:
         log.error("%s: %s", type(error).__name__, error)
@@ -97,8 +87,3 @@ class ContainerListener:
         if self._pool is not None:  # the workers' calls are fenced too (dispatch.process.calls)
             # 1, not 0, once the lease is gone: 0 would mean no fence at all.
             self._pool.set_fence(max(1, int(until * 1e9)))
-
-
-def _read_ahead_done(read: asyncio.Task[object]) -> None:
-    if not read.cancelled() and read.exception() is not None:  # the start of tasks reads it again
-        log.debug("reading the checkpoint topic ahead of a rebalance: %s", read.exception())

@@ -339,7 +339,7 @@ class StreamProcessor:
             unconfigured_sends_to=self._unconfigured_sends_to,
             restores=self.restores,
         )
-        listener = self._listener = ContainerListener(container, self.pool, checkpoints.read_last_checkpoints)
+        listener = self._listener = ContainerListener(container, self.pool)
         if coordinator.models_while_running:
             # Read the checkpoint topic before joining: the tasks this processor is given start
             # from it, and a later read takes only what was written since. Read at the rebalance,
