@@ -32,14 +32,11 @@ from samzamp.commit.checkpoint import (
 )
 from samzamp.model.control_state import ControlState
 from samzamp.systems.base import SystemAdmin, SystemProducer
+from samzamp.systems.read_since import ReadPosition, read_since
 
 __all__ = ["CheckpointWrite", "TopicCheckpointManager", "samza_checkpoint_task"]
 
 log = logging.getLogger(__name__)
-
-# The offsets before the end of a read in which a hole is taken for a write still in flight (read
-# again next time) rather than a compacted record.
-RECENT = 10_000
 
 # The fields of Samza's checkpoint key (KafkaCheckpointLogKeySerde), any of which marks a record as Samza's.
 _SAMZA_KEY_FIELDS = ("taskName", "systemstreampartition-grouper-factory")
@@ -60,26 +57,26 @@ def samza_checkpoint_task(key: bytes | None) -> str | None:
 
 
 class _ReadSoFar:
-    """What the checkpoint topic said up to ``next_offset``."""
+    """What the checkpoint topic said up to ``position``."""
 
-    __slots__ = ("foreign", "latest", "next_offset", "samza_tasks")
+    __slots__ = ("foreign", "latest", "position", "samza_tasks")
 
     def __init__(self) -> None:
-        self.next_offset = 0
+        self.position = ReadPosition()
         self.latest: dict[str, Checkpoint] = {}
         self.samza_tasks: set[str] = set()
         self.foreign = 0
 
     def clear(self) -> None:
-        self.next_offset = 0
+        self.position = ReadPosition()
         self.latest = {}
         self.samza_tasks = set()
         self.foreign = 0
 
     def copy(self) -> _ReadSoFar:
         out = _ReadSoFar()
-        out.next_offset, out.latest, out.samza_tasks, out.foreign = (
-            self.next_offset,
+        out.position, out.latest, out.samza_tasks, out.foreign = (
+            self.position,
             dict(self.latest),
             set(self.samza_tasks),
             self.foreign,
@@ -142,23 +139,12 @@ class TopicCheckpointManager:
         return self._checked(read)
 
     def _read_from(self, read: _ReadSoFar) -> None:
-        """Apply the records from ``read.next_offset`` to the end to ``read``, and set where the next
-        read starts: after the last record, or at the first hole among the last ``RECENT`` offsets.
-        A reader can pass a batch that another producer's write makes visible only after later
-        ones (the embedded broker does, ARCHITECTURE.md: skipped records); read again from the hole,
-        the records after it are applied again in their order, which leaves the same newest record
-        of each task. A hole still there at the next read is not in flight: it is passed."""
-        start = read.next_offset
-        previous = start - 1
-        holes: list[int] = []
-        for offset, key_bytes, value, _ts in self._admin.read_all(self.topic, 0, start):
-            if offset < start:  # recreated since the last read: this is all of it
-                read.clear()
-                start, holes = 0, []
-            elif offset > previous + 1 and previous >= start:
-                holes.append(previous + 1)
-            previous = offset
-            read.next_offset = offset + 1
+        """Apply the records written since ``read.position`` to ``read`` (``samzamp.systems.read_since``:
+        a batch the broker held back is read again at the next read, and a recreated topic whole)."""
+        got = read_since(self._admin, self.topic, 0, read.position)
+        if got.whole:
+            read.clear()
+        for _offset, key_bytes, value, _ts in got.records:
             key = decode_key(key_bytes) if key_bytes is not None else None
             if key is None:
                 samza_task = samza_checkpoint_task(key_bytes)
@@ -176,9 +162,7 @@ class TopicCheckpointManager:
                 read.latest.pop(key.task_name, None)  # a tombstone deletes the task's checkpoint
                 continue
             read.latest[key.task_name] = decode_checkpoint(key.task_name, value)
-        recent = [h for h in holes if h >= read.next_offset - RECENT]
-        if recent:
-            read.next_offset = recent[0]
+        read.position = got.next
 
     def _checked(self, read: _ReadSoFar) -> dict[str, Checkpoint]:
         latest, samza_tasks, foreign = read.latest, read.samza_tasks, read.foreign

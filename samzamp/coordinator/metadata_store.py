@@ -12,13 +12,9 @@ stream, a one-partition compacted topic named as Samza names it (``__samza_coord
 Reads go back to the broker: each read reads the topic to its end, so what another process wrote
 is seen at the next read. The first read of a ``CoordinatorStreamStore`` starts at the oldest record;
 later ones start where the previous one stopped and apply only what was written since (a standalone
-job's leader reads the task history, two records per task, at every rebalance). A read that meets a
-hole among its last ``RECENT`` offsets starts the next read at that hole: a reader can pass a batch
-of another producer that the broker makes visible only after later ones (ARCHITECTURE.md, the
-skipped-records quirk), and read again from the hole, the records after it are applied again in
-their order, which leaves the same newest value of each key. A hole still there at the next read is
-not in flight (compaction made it): it is passed. A topic found to end before where the last read
-stopped (it was recreated) is read whole again where the broker answers from the oldest record.
+job's leader reads the task history, two records per task, at every rebalance), through
+``samzamp.systems.read_since``, which also reads a batch held back by the broker again and reads a
+recreated topic whole.
 Writes wait for the broker's acknowledgement.
 
 It works on any system with a ``SystemAdmin`` and a ``SystemProducer`` (Kafka, in-memory). The
@@ -35,6 +31,7 @@ import msgspec
 
 from samzamp.api.errors import SystemFailureError
 from samzamp.systems.base import SystemAdmin, SystemProducer
+from samzamp.systems.read_since import ReadPosition, read_since
 
 __all__ = [
     "CoordinatorStreamStore",
@@ -48,9 +45,6 @@ log = logging.getLogger(__name__)
 
 KEY_VERSION = 1
 ACK_TIMEOUT_S = 30.0
-# The offsets before the end of a read in which a hole is taken for a write still in flight (read
-# again next time) rather than a compacted record.
-RECENT = 10_000
 
 
 def encode_coordinator_key(namespace: str, key: str) -> bytes:
@@ -97,10 +91,9 @@ class CoordinatorStreamStore:
         self._producer = producer
         self.topic = topic
         self._replication = replication_factor
-        # The topic as far as ``read`` read it: the live values, and the offset the next read starts at.
+        # The topic as far as ``read`` read it: the live values, and where the next read starts.
         self._values: dict[tuple[str, str], bytes] = {}
-        self._next_offset = 0
-        self._at_hole = False  # the next read starts at a hole the last one met
+        self._position = ReadPosition()
         self._read_lock = threading.Lock()
 
     def create_topic(self) -> None:
@@ -122,17 +115,10 @@ class CoordinatorStreamStore:
         with self._read_lock:
             # Into a copy: a read that fails leaves what was read before as it was.
             values = dict(self._values)
-            start, at_hole = self._next_offset, self._at_hole
-            next_offset, previous = start, start - 1
-            holes: list[int] = []
-            for offset, key_bytes, value, _ts in self._admin.read_all(self.topic, 0, start):
-                if offset < start:  # recreated since the last read: this is all of it
-                    values.clear()
-                    start, holes, at_hole = 0, [], False
-                elif offset > previous + 1 and (previous >= start or not at_hole):
-                    holes.append(previous + 1)
-                previous = offset
-                next_offset = offset + 1
+            read = read_since(self._admin, self.topic, 0, self._position)
+            if read.whole:
+                values.clear()
+            for _offset, key_bytes, value, _ts in read.records:
                 key = decode_coordinator_key(key_bytes) if key_bytes is not None else None
                 if key is None:
                     continue
@@ -140,10 +126,7 @@ class CoordinatorStreamStore:
                     values.pop(key, None)
                 else:
                     values[key] = value
-            recent = [h for h in holes if h >= next_offset - RECENT]
-            self._values = values
-            self._next_offset = recent[0] if recent else next_offset
-            self._at_hole = bool(recent)
+            self._values, self._position = values, read.next
             return dict(values)
 
     def namespaces(self, *names: str) -> dict[str, dict[str, bytes]]:

@@ -79,6 +79,29 @@ def test_a_hole_in_flight_at_one_read_is_read_at_the_next() -> None:
     assert _offsets(reader.read_last_checkpoints()) == _fresh(streams)
 
 
+def test_a_hole_where_a_read_in_steps_starts_is_read_at_the_next() -> None:
+    streams = InMemoryStreams()
+    writer, reader = _pair(streams)
+    admin = reader._admin
+    assert isinstance(admin, HidingAdmin)
+    for offset in range(3):  # offsets 0-2
+        writer.write_checkpoint("Partition 0", {_ssp(0): offset})
+    assert _offsets(reader.read_last_checkpoints()) == {"Partition 0": {_ssp(0): 2}}
+    writer.write_checkpoint("Partition 1", {_ssp(1): 7})  # offset 3, just past where that read stopped
+    writer.write_checkpoint("Partition 0", {_ssp(0): 9})
+    admin.hidden = {3}  # not visible yet; 4 is
+    assert _offsets(reader.read_last_checkpoints()) == {"Partition 0": {_ssp(0): 9}}
+    admin.hidden = set()
+    assert (
+        _offsets(reader.read_last_checkpoints())
+        == _fresh(streams)
+        == {
+            "Partition 0": {_ssp(0): 9},
+            "Partition 1": {_ssp(1): 7},
+        }
+    )
+
+
 def test_a_hole_that_stays_is_passed() -> None:
     streams = InMemoryStreams()
     writer, reader = _pair(streams)
@@ -88,9 +111,9 @@ def test_a_hole_that_stays_is_passed() -> None:
         writer.write_checkpoint("Partition 0", {_ssp(0): offset})
     admin.hidden = {1}  # as a compacted record: never there
     assert _offsets(reader.read_last_checkpoints()) == {"Partition 0": {_ssp(0): 3}}
-    assert reader._read.next_offset == 1  # read again from the hole once
+    assert reader._read.position.next_offset == 1  # read again from the hole once
     assert _offsets(reader.read_last_checkpoints()) == {"Partition 0": {_ssp(0): 3}}
-    assert reader._read.next_offset == 4  # then passed
+    assert reader._read.position.next_offset == 4  # then passed
 
 
 def test_a_topic_recreated_shorter_is_read_whole_again() -> None:
