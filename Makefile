@@ -20,10 +20,10 @@ CC ?= cc
 # compiler's new warning cannot break `pip install samzamp`.
 NATIVE_CFLAGS := -std=c11 -O1 -g -Wall -Wextra -Werror -pthread -fno-omit-frame-pointer
 
-# pip's editable install builds samzamp._ring, samzamp._keyhash, samzamp._checksum, samzamp._fetchpack and samzamp._kafkafetch in place
+# pip's editable install builds samzamp._ring, samzamp._keyhash, samzamp._checksum, samzamp._fetchpack, samzamp._kafkafetch and samzamp._deliveries in place
 # (setuptools >= 64, which pip's isolated build fetches); this builds them only when one is missing (an
 # older setuptools, someone deleted a .so, or a .venv made before an extension was added).
-BUILD_RING := $(PY) -c 'import samzamp._ring, samzamp._keyhash, samzamp._checksum, samzamp._fetchpack, samzamp._kafkafetch' 2>/dev/null || $(PY) setup.py --quiet build_ext --inplace
+BUILD_RING := $(PY) -c 'import samzamp._ring, samzamp._keyhash, samzamp._checksum, samzamp._fetchpack, samzamp._kafkafetch, samzamp._deliveries' 2>/dev/null || $(PY) setup.py --quiet build_ext --inplace
 
 .PHONY: demo test lint check bench bench-ipc bench-scale ring native-test native-test-tsan docs docs-config clean
 
@@ -84,4 +84,4 @@ docs-config: ring
 	$(PY) -m samzamp.config.reference docs/configuration.md
 
 clean:
-	rm -rf $(VENV) build *.egg-info samzamp/_ring*.so samzamp/_keyhash*.so samzamp/_checksum*.so samzamp/_fetchpack*.so samzamp/_kafkafetch*.so
+	rm -rf $(VENV) build *.egg-info samzamp/_ring*.so samzamp/_keyhash*.so samzamp/_checksum*.so samzamp/_fetchpack*.so samzamp/_kafkafetch*.so samzamp/_deliveries*.so

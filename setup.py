@@ -1,5 +1,5 @@
 """Builds samzamp: the Python package, its console scripts and the native extensions samzamp._ring,
-samzamp._keyhash, samzamp._checksum, samzamp._fetchpack and samzamp._kafkafetch."""
+samzamp._keyhash, samzamp._checksum, samzamp._fetchpack, samzamp._kafkafetch and samzamp._deliveries."""
 
 import re
 from pathlib import Path
@@ -60,6 +60,14 @@ CHECKSUM_EXTENSION = Extension(
     extra_compile_args=["-O2", "-Wall", "-Wextra", "-std=c11"],
 )
 
+# A producer's delivery reports kept in C (the changelog producer learns every record's offset from
+# its report); only samzamp.systems.kafka.changelog imports it.
+DELIVERIES_EXTENSION = Extension(
+    "samzamp._deliveries",
+    sources=["native/deliveries.c"],
+    extra_compile_args=["-O2", "-Wall", "-Wextra", "-std=c11"],
+)
+
 # Optional parts, each behind an extra; the engine (the container, drain, stores, the Kafka system)
 # needs none of them. A command that needs one and lacks it exits 2 naming the extra.
 EXTRAS = {
@@ -106,8 +114,8 @@ setup(
     ],
     python_requires=">=3.11",
     packages=find_packages(include=["samzamp", "samzamp.*"]),
-    package_data={"samzamp": ["py.typed", "_ring.pyi", "_keyhash.pyi", "_checksum.pyi", "_fetchpack.pyi", "_kafkafetch.pyi"]},
-    ext_modules=[RING_EXTENSION, KEYHASH_EXTENSION, CHECKSUM_EXTENSION, FETCHPACK_EXTENSION, KAFKAFETCH_EXTENSION],
+    package_data={"samzamp": ["py.typed", "_ring.pyi", "_keyhash.pyi", "_checksum.pyi", "_fetchpack.pyi", "_kafkafetch.pyi", "_deliveries.pyi"]},
+    ext_modules=[RING_EXTENSION, KEYHASH_EXTENSION, CHECKSUM_EXTENSION, FETCHPACK_EXTENSION, KAFKAFETCH_EXTENSION, DELIVERIES_EXTENSION],
     install_requires=[
         "confluent-kafka>=2.3",
         "msgspec>=0.18",

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
+from samzamp._deliveries import Deliveries
 from samzamp.api.errors import SystemFailureError
 from samzamp.systems.kafka.assign import assign
 from samzamp.systems.kafka.client_config import EOF_READER, KafkaClientSettings, client_config
@@ -72,41 +73,22 @@ class ChangelogProducer:
     process wrote there.
 
     Every changelog record gets a delivery report (that is how the offsets are learned); reports
-    are served by a background thread and by ``flush``. Failures are kept per changelog partition,
-    which is per task: the tasks of a process share this producer, and each task's commit must see
-    the failures of its own writes, never lose them to another task's commit.
+    are served by a background thread and by ``flush``, and kept by ``samzamp._deliveries`` in C
+    (a Python callback per record cost about a microsecond, holding the GIL the task's thread
+    needs). Failures are kept per changelog partition, which is per task: the tasks of a process
+    share this producer, and each task's commit must see the failures of its own writes, never lose
+    them to another task's commit.
     """
 
     def __init__(self, clients: KafkaClientSettings) -> None:
+        self._deliveries = Deliveries()
         # Every delivery report, successful ones too: they are how the acknowledged offsets are learned.
-        owned = {"on_delivery": self._on_delivery, "delivery.report.only.error": False}
+        owned = {"on_delivery": self._deliveries, "delivery.report.only.error": False}
         self._producer = Producer(client_config(clients, "changelog-producer", CHANGELOG_PRODUCER_DEFAULTS, owned))
         self._produce = self._producer.produce
-        self._newest: dict[tuple[str, int], int] = {}
-        self._acked: dict[tuple[str, int], list[list[int]]] = {}  # [first, last] runs of offsets
-        self._errors: dict[tuple[str, int], list[str]] = {}
-        self._reports_lock = threading.Lock()  # reports are served on two threads (see above)
         self._stopping = False
         self._thread = threading.Thread(target=self._serve, name="samzamp-changelog", daemon=True)
         self._thread.start()
-
-    def _on_delivery(self, err: KafkaError | None, msg: Any) -> None:
-        key = (msg.topic(), msg.partition())
-        if err is not None:
-            with self._reports_lock:
-                self._errors.setdefault(key, []).append(f"{key[0]}[{key[1]}]: {err.str()}")
-            return
-        offset = msg.offset()
-        with self._reports_lock:
-            runs = self._acked.get(key)
-            if runs is None:
-                self._acked[key] = [[offset, offset]]
-            elif runs[-1][1] + 1 == offset:
-                runs[-1][1] = offset
-            else:
-                runs.append([offset, offset])
-        if offset > self._newest.get(key, -1):
-            self._newest[key] = offset
 
     def _serve(self) -> None:
         while not self._stopping:
@@ -125,18 +107,15 @@ class ChangelogProducer:
 
     def take_errors(self, topic: str, partition: int) -> list[str]:
         """Delivery failures of records sent to ``topic[partition]`` since the last call."""
-        with self._reports_lock:
-            return self._errors.pop((topic, partition), [])
+        return self._deliveries.take_errors(topic, partition)
 
     def newest(self, topic: str, partition: int) -> int | None:
-        return self._newest.get((topic, partition))
+        return self._deliveries.newest(topic, partition)
 
     def take_acked(self, topic: str, partition: int) -> list[tuple[int, int]]:
         """The offsets of the records sent to ``topic[partition]`` and acknowledged since the last
         call, as sorted runs ``(first, last)`` of consecutive offsets."""
-        with self._reports_lock:
-            runs = self._acked.pop((topic, partition), [])
-        return sorted((first, last) for first, last in runs)
+        return self._deliveries.take_acked(topic, partition)
 
     def stop(self) -> None:
         """Deliver what is queued (10 s at most), then let the client go: its connections close now
