@@ -56,8 +56,8 @@ class StoreIterator:
     """Entries in key-byte order, decoded, streamed from LMDB (bounded memory); a context manager.
 
     What it sees: the store as it was when ``range``/``all`` opened it -- LMDB's snapshot at that
-    moment (one read transaction) merged with the write buffer as it was then (buffered puts appear,
-    buffered deletes hide). Writes the task makes while it is open are allowed and not seen by it,
+    moment (one read transaction) merged with the write buffer as it was then, a commit's frozen
+    writes under it (buffered puts appear, buffered deletes hide). Writes the task makes while it is open are allowed and not seen by it,
     as with a RocksDB iterator in Samza.
 
     One pass; use it from the task's thread. Close it (``with``, or ``close()``, idempotent) as soon

@@ -9,8 +9,11 @@ checkpoint may cover that commit's inputs, and a stop must wait for the write be
 
 from __future__ import annotations
 
+import re
+import shutil
 import signal
 import struct
+import subprocess
 from collections import Counter
 from pathlib import Path
 
@@ -128,3 +131,65 @@ def test_the_task_processes_while_its_commit_writes_the_store_and_the_checkpoint
     assert recorded is not None
     assert str(recorded.offset) == last.state_markers["counts"]
     assert _counts(path) == {f"w{w}": n for w, n in Counter(i % WORDS for i in range(125)).items()}
+
+
+def _tmpfs_wrapper(mount: Path, size: str) -> list[str]:
+    """Run a command in its own user and mount namespaces with a tmpfs of ``size`` on ``mount``."""
+    script = 'mount -t tmpfs -o size="$1" tmpfs "$2" && shift 2 && exec "$@"'
+    return ["unshare", "--user", "--map-root-user", "--mount", "sh", "-c", script, "sh", size, str(mount)]
+
+
+@pytest.mark.parametrize("pool", [1, 2], ids=["inline", "pool2"])
+def test_a_full_disk_under_a_commits_asynchronous_write_stops_the_container_without_its_checkpoint(
+    broker, unique, tmp_path: Path, pool: int
+) -> None:
+    """Both stores changelogged, so both are written in the commits' asynchronous phases, on a 1 MiB
+    tmpfs that the job fills: the write that fails stops the container with one line naming the
+    store, the task and the directory, no checkpoint covers the inputs it held, and a restart with
+    space counts every input exactly once."""
+    if shutil.which("unshare") is None:
+        pytest.skip("a full disk is simulated with a tmpfs in a user namespace, and unshare(1) is not installed")
+    probe = tmp_path / "probe"
+    probe.mkdir()
+    done = subprocess.run([*_tmpfs_wrapper(probe, "64k"), "true"], capture_output=True, timeout=30, check=False)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs in a user namespace here: {done.stderr!r}")
+    bs = broker.bootstrap_servers
+    topic, job = f"in-{unique}", f"async-full-{unique}"
+    n1, n = 500, 4_000
+    create_topic(bs, topic, 1)
+    produce(bs, topic, 1, n1)
+    rec, state = tmp_path / "rec", tmp_path / "state"
+    rec.mkdir()
+    state.mkdir()
+    stores = counts_store(f"kafka.counts-log-{unique}") + (
+        f'\n[stores.pad]\nfactory = "lmdb"\nchangelog = "kafka.pad-log-{unique}"\n'
+        'key.serde = "string"\nmsg.serde = "string"\n'
+    )
+    top = f'"job.logged.store.base.dir" = "{state}"\n"test.pad.bytes" = 400'
+    cfg = write_config(
+        tmp_path / "job.toml", job_toml(job, "recording_tasks:StorePadCountTask", topic, rec, stores, top)
+    )
+    over = f"job.container.thread.pool.size={pool}"
+    c = Container(cfg, bs, over, log=tmp_path / "run-1.log", wrapper=_tmpfs_wrapper(state, "1m"))
+    wait_until(lambda: n1 - 1 in _kinds(rec, "K"), 60, f"the first {n1} inputs checkpointed", c)
+    produce(bs, topic, 1, n - n1, start=n1)
+    assert c.proc.wait(timeout=120) == 1, c.log_text()[-3000:]
+    log = c.log_text()
+    failed = [line for line in log.splitlines() if line.startswith("samzamp run: failed:")]
+    assert len(failed) == 1, log[-3000:]
+    assert re.fullmatch(
+        rf"samzamp run: failed: store '(counts|pad)' of task '{TASK}' in {re.escape(str(state))}/(counts|pad)/"
+        r"Partition_0: no space left on its filesystem \(\d+ bytes free\) while .*; free space there.*",
+        failed[0],
+    ), failed[0]
+    assert "Traceback" not in log
+    checkpointed = max(o.offset for cp in read_checkpoint_records(bs, job) for o in cp.input_offsets)
+    assert n1 - 1 <= checkpointed < n - 1
+    # Every checkpoint's markers were durable: the restart restores each store to its last one.
+    c = Container(cfg, bs, over, log=tmp_path / "run-2.log")
+    wait_until(lambda: n - 1 in _kinds(rec, "P") and n - 1 in _kinds(rec, "K"), 120, "every input counted", c)
+    assert c.stop() == 0, c.log_text()[-3000:]
+    assert _counts(store_dir(state, "counts", TASK)) == {
+        f"w{w}": k for w, k in Counter(i % WORDS for i in range(n)).items()
+    }
