@@ -13,8 +13,9 @@ Invariant: everything a checkpoint covers is durable before the checkpoint is wr
 ``commit_task`` is the one place this order is written; every host follows it step by step. The
 task is idle (no process, window or other commit in flight) from step 1 until the stores' writes
 are set aside, so the snapshot of offsets and the markers are exact. That is the commit's
-synchronous phase. Where the caller asks for it (``resume``), the task then goes on processing
-during the asynchronous phase: the writes set aside are applied on a thread while new writes go to
+synchronous phase. Where the caller asks for it (``resume``) and the stores have writes set aside,
+the task then goes on processing during the asynchronous phase (a commit with no store writes stays
+synchronous, on_checkpoint included, as it always was): the writes set aside are applied on a thread while new writes go to
 a fresh buffer (``storage.store``), and only once they are durable is the checkpoint written.
 Steps 1, 3, 4 and 6 run where the task runs: on the event loop for a task of this process, in its
 worker for a task in a worker process (frames ``BeforeCommit``, ``Commit``, ``StoresApplied`` and
@@ -69,6 +70,11 @@ class CommittableTask(Protocol):
         aside at the newest acknowledged changelog offset; the markers. ``asynchronous``: the
         writes are applied in ``apply_stores`` while the task processes; else before this returns."""
 
+    @property
+    def applying_stores(self) -> bool:
+        """After ``flush_and_freeze_stores(asynchronous=True)``: there are writes set aside for
+        ``apply_stores`` (else it has nothing to do)."""
+
     async def apply_stores(self) -> None:
         """Step 4's second half: the writes set aside are in LMDB and durable. Raises
         ``StoreError`` naming the store and task when they cannot be written."""
@@ -87,13 +93,13 @@ async def commit_task(
     """Run the pipeline for ``ti``; True if a checkpoint was written (False: nothing new to record).
     ``drained``: this is the task's final commit of a drain, which the checkpoint says. The
     checkpoint goes out with those of the other commits under way (``CheckpointWrites``).
-    ``resume``: called once the synchronous phase is done (the task may process again); None:
-    the whole commit is synchronous."""
+    ``resume``: called once the synchronous phase is done (the task may process again), if the
+    stores have writes to apply; None (or nothing to apply): the whole commit is synchronous."""
     control = await ti.before_commit()  # 1
     offsets = ti.snapshot_offsets()  # 2
     markers = await ti.flush_and_freeze_stores(asynchronous=resume is not None)  # 3, 4 (writes set aside)
     require_markers(ti.name, ti.logged_stores, markers)
-    if resume is not None:
+    if resume is not None and ti.applying_stores:
         resume()  # the asynchronous phase: the task processes on
     await ti.apply_stores()  # 4 (durable): before any checkpoint that covers them
     # A drain's final checkpoint says so, even with nothing else new: the task is then drained in

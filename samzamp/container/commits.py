@@ -6,6 +6,8 @@ With task.commit.stores.async (the default) a commit has two phases, as Samza's 
 does: its synchronous phase (steps 1 to 3 and the stores' writes set aside), during which
 ``TaskState`` says a commit is in flight and the task is idle, and its asynchronous phase (the
 writes made durable, the checkpoint written, the task told), during which the task processes on.
+A commit with no store writes to apply has no asynchronous phase: the task waits for all of it,
+on_checkpoint included (a commit without stores stays exclusive with process, as it was).
 A task has one asynchronous phase at a time: a commit due meanwhile waits for it, as a due commit
 does for messages in flight (``TaskState``). Samza skips such a commit under
 task.commit.max.delay.ms instead; samzamp keeps the rule that a task's commit request commits
@@ -113,11 +115,13 @@ class Commits:
     async def _run(self, ti: RunLoopTask, then: Callable[[], None] | None, drained: bool, asynchronous: bool) -> None:
         st = ti.state
         started = synced = time.perf_counter_ns()
+        resumed = False
 
         def resume() -> None:
             """The synchronous phase is done: the task processes while the rest runs."""
-            nonlocal synced
+            nonlocal synced, resumed
             synced = time.perf_counter_ns()
+            resumed = True
             st.commit_synced()
             ti.after_commit()
             self._done(ti)
@@ -132,14 +136,14 @@ class Commits:
             st.done_commit()
         ended = time.perf_counter_ns()
         ti.m_commit_ns.update(ended - started)
-        if asynchronous:
+        if resumed:
             self.m_commit_sync_ns.update(synced - started)
             self.m_commit_async_ns.update(ended - synced)
         else:
             self.m_commit_sync_ns.update(ended - started)
         if self._group_offsets is not None:  # the checkpoint is durable: never ahead of it
             self._group_offsets.checkpointed(ti, self._tasks.readers)
-        if not asynchronous:
+        if not resumed:
             ti.after_commit()
         if then is not None:
             then()

@@ -278,6 +278,10 @@ class TaskInstance(TaskBase):
         step = self.runtime.freeze_stores if asynchronous else self.runtime.commit_stores
         return await asyncio.to_thread(step)
 
+    @property
+    def applying_stores(self) -> bool:
+        return self.runtime.stores_frozen
+
     async def apply_stores(self) -> None:
         # The writes go to LMDB on a thread while the task runs on the loop: reads of the store on
         # this thread meanwhile see the frozen writes over LMDB (``storage.store``).

@@ -353,6 +353,10 @@ class WorkerTaskProxy(TaskBase):
             raise SystemFailureError(ready.errors[0])
         return dict(ready.markers)
 
+    @property
+    def applying_stores(self) -> bool:
+        return self._applying is not None
+
     async def apply_stores(self) -> None:
         """Wait for the worker's ``StoresApplied`` (a failure there fails the container through
         the pool, with the store and task named)."""

@@ -124,6 +124,7 @@ class _Task:
         self.applying = asyncio.Event()
         self.fail = fail
         self.asynchronous: bool | None = None
+        self.applying_stores = True  # the stores have writes set aside
 
     @property
     def checkpointed(self) -> Mapping[SystemStreamPartition, int]:
@@ -208,6 +209,20 @@ def test_without_resume_the_whole_commit_is_synchronous() -> None:
         return task
 
     assert asyncio.run(run()).asynchronous is False
+
+
+def test_a_commit_without_store_writes_to_apply_is_synchronous_on_checkpoint_included() -> None:
+    async def run() -> list[str]:
+        events: list[str] = []
+        task = _Task(events)
+        task.applying_stores = False
+        task.applied.set()
+        assert await commit_task(task, _Checkpoints(events), resume=lambda: events.append("resume")) is True  # type: ignore[arg-type]
+        return events
+
+    events = asyncio.run(run())
+    assert "resume" not in events
+    assert events[-1] == "on_checkpoint"
 
 
 def test_the_task_processes_during_the_asynchronous_phase_and_the_next_commit_waits_for_it() -> None:
