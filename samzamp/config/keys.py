@@ -219,6 +219,16 @@ KEYS: tuple[KeySpec, ...] = (
         MAX_MS,
     ),
     KeySpec(
+        "task.commit.stores.async",
+        "bool",
+        True,
+        "A commit pauses the task only until its stores' writes are set aside (and its outputs and changelog"
+        " acknowledged); the writes go to disk while the task processes on, and the checkpoint is written once"
+        " they are durable (Samza's synchronous and asynchronous commit phases: `commit-sync-ns`,"
+        " `commit-async-ns`). Stores without a changelog are always written in the pause. false: the task waits"
+        " for the whole commit. Not Samza's task.async.commit (processing while messages are in flight).",
+    ),
+    KeySpec(
         "task.max.concurrency", "int", 1, "Messages of one task in flight at once; 1 keeps strict order.", 1, 65536
     ),
     KeySpec(

@@ -173,13 +173,13 @@ SAMZA_KEYS: tuple[SamzaKey, ...] = (
     SamzaKey("task.name.grouper.factory", "assigning tasks to containers", _NO_CLUSTER),
     SamzaKey(
         "task.commit.max.delay.ms",
-        "delaying a commit behind the previous one",
-        "samzamp commits synchronously: a commit waits for the broker's acknowledgement",
+        "skipping a commit that comes due while the previous one's asynchronous phase runs",
+        "samzamp never skips a commit: one that comes due then waits for it (task.commit.stores.async)",
     ),
     SamzaKey(
         "task.commit.timeout.ms",
-        "bounding an asynchronous commit",
-        "samzamp commits synchronously: a commit waits for the broker's acknowledgement",
+        "bounding how long a commit waits for the previous one's asynchronous phase",
+        "samzamp's commit waits for it, and a store write or checkpoint that fails fails the container",
     ),
     SamzaKey(
         "task.callback.watermark.timeout.ms",

@@ -72,6 +72,8 @@ class TaskSettings:
     # task.checkpoint.commit.group.offsets: after each checkpoint, its input offsets go to the
     # consumer group too, for lag tools (samzamp.commit.group_offsets); samzamp never reads them.
     commit_group_offsets: bool = True
+    # task.commit.stores.async: a commit's stores are written in its asynchronous phase, the task at work.
+    commit_stores_async: bool = True
 
 
 @dataclass(frozen=True)
@@ -647,6 +649,7 @@ def _task(
         consumer_batch_size=config.get_int("task.consumer.batch.size", 64),
         window_on_end_of_stream=config.get_bool("task.window.on.end.of.stream", False),
         commit_group_offsets=config.get_bool("task.checkpoint.commit.group.offsets", True),
+        commit_stores_async=config.get_bool("task.commit.stores.async", True),
         broadcast_inputs=broadcast,
         broadcast_only=broadcast_only,
         intermediate=intermediate,

@@ -67,7 +67,15 @@ class RunLoop:
         self._task_set = tasks = TaskSet(settings.broadcast_inputs, loop, settings.shutdown_ms, self.abort)
         self.tasks = tasks.tasks  # the one collection of tasks (in the order they joined), changed in place
         self._commits = commits = Commits(
-            checkpoints, consumers, tasks, loop, metrics, self.task_ready, self.abort, group_offsets
+            checkpoints,
+            consumers,
+            tasks,
+            loop,
+            metrics,
+            self.task_ready,
+            self.abort,
+            group_offsets,
+            asynchronous=settings.commit_stores_async,
         )
         self._drain = ContainerDrain(
             consumers, commits, tasks, settings, metrics, loop, self.abort, self.request_shutdown

@@ -265,13 +265,31 @@ class TaskInstance(TaskBase):
         return self.runtime.before_commit()
 
     async def flush_and_commit_stores(self) -> dict[str, str]:
+        """Steps 3 and 4 whole, the stores' writes durable when it returns; the markers."""
+        return await self.flush_and_freeze_stores(asynchronous=False)
+
+    async def flush_and_freeze_stores(self, *, asynchronous: bool) -> dict[str, str]:
         # Step 3 runs on the event loop thread on purpose: librdkafka's flush waits until the whole
         # queue is empty, including messages sent while it waits. Blocking the loop (a few ms) stops
         # the loop's tasks from sending meanwhile, so the flush is a barrier that ends.
         self.runtime.flush_producers()
         if self.runtime.storage is None:  # no store: no thread hop (thousands a commit round)
             return {}
-        return await asyncio.to_thread(self.runtime.commit_stores)
+        step = self.runtime.freeze_stores if asynchronous else self.runtime.commit_stores
+        return await asyncio.to_thread(step)
+
+    @property
+    def applying_stores(self) -> bool:
+        return self.runtime.stores_frozen
+
+    async def apply_stores(self) -> None:
+        # The writes go to LMDB on a thread while the task runs on the loop: reads of the store on
+        # this thread meanwhile see the frozen writes over LMDB (``storage.store``).
+        rt = self.runtime
+        if not rt.stores_frozen:
+            return
+        await asyncio.to_thread(rt.apply_stores)
+        rt.settle_stores()
 
     def _tell_checkpoint(self, offsets: dict[SystemStreamPartition, int]) -> None:
         self.runtime.on_checkpoint(offsets)

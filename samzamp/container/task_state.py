@@ -7,6 +7,12 @@ Priority when ready: COMMIT > WINDOW > END_OF_STREAM > DRAIN > PROCESS.
   commit never runs concurrently with process, nor with each other);
 - process runs while fewer than task.max.concurrency messages are in flight and no window or commit
   is in flight or due (a due window/commit stops new process calls so that it is not starved).
+- a commit is in flight only for its synchronous phase (``commit_in_flight``); its asynchronous
+  phase (``commit_applying``: the stores' writes made durable, then the checkpoint) runs while the
+  task processes and windows. The next commit, end of stream and drain wait for it to finish (one
+  asynchronous phase per task at a time). A commit due meanwhile stops new process calls as any due
+  commit does (a task's commit request commits before its next message), and starts once the last
+  one's asynchronous phase and the messages in flight are done.
 
 Only this module writes the state: the run loop and the task's host change it through the
 transitions below and read its facts. All calls come from the event loop thread.
@@ -41,6 +47,7 @@ class TaskState:
         "_drain_marked",
         "_drain_pending",
         "_processing",
+        "commit_applying",
         "commit_in_flight",
         "complete",
         "drain_hook_ran",
@@ -79,6 +86,7 @@ class TaskState:
         self.need_commit = False
         self.window_in_flight = False
         self.commit_in_flight = False
+        self.commit_applying = False  # a commit's asynchronous phase runs (see the module docstring)
         self.end_of_stream = False  # every SSP of the task reached its end
         self.drained = False  # every SSP of the task passed its drain marker: the DRAIN op is due
         # on_drain ran, and the task reads intermediate streams on until its operators drained them
@@ -101,14 +109,15 @@ class TaskState:
             return TaskOp.NO_OP
         busy = self.window_in_flight or self.commit_in_flight or self.hook_in_flight
         idle = self.messages_in_flight == 0 and not busy
+        settled = idle and not self.commit_applying  # and no commit's asynchronous phase runs
         if self.need_commit:
-            return TaskOp.COMMIT if idle else TaskOp.NO_OP
+            return TaskOp.COMMIT if settled else TaskOp.NO_OP
         if self.need_window:
             return TaskOp.WINDOW if idle else TaskOp.NO_OP
         if self.end_of_stream and not self.pending:
-            return TaskOp.END_OF_STREAM if idle else TaskOp.NO_OP
+            return TaskOp.END_OF_STREAM if settled else TaskOp.NO_OP
         if self.drained and not self.pending and not self.stopping:  # a stop ends a drain not begun
-            return TaskOp.DRAIN if idle else TaskOp.NO_OP
+            return TaskOp.DRAIN if settled else TaskOp.NO_OP
         if self.pending and self._may_process():
             return TaskOp.PROCESS
         return TaskOp.NO_OP
@@ -135,10 +144,12 @@ class TaskState:
 
     @property
     def idle(self) -> bool:
+        """Nothing of the task runs: no message, window, hook or commit (either phase)."""
         return (
             self.messages_in_flight == 0
             and not self.window_in_flight
             and not self.commit_in_flight
+            and not self.commit_applying
             and not self.hook_in_flight
         )
 
@@ -203,8 +214,16 @@ class TaskState:
         self.need_commit = False
         self.commit_in_flight = True
 
-    def done_commit(self) -> None:
+    def commit_synced(self) -> None:
+        """The commit's synchronous phase is done: the task may process while its asynchronous
+        phase runs."""
         self.commit_in_flight = False
+        self.commit_applying = True
+
+    def done_commit(self) -> None:
+        """The commit is done (either phase ended it, or it failed)."""
+        self.commit_in_flight = False
+        self.commit_applying = False
 
     def request_final_window(self, windowable: bool) -> bool:
         """Before the task's last hook (end of stream, drain): flag one more window() for a windowable

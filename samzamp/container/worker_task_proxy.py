@@ -110,6 +110,9 @@ class WorkerTaskProxy(TaskBase):
         self._drain_done: HookDone | None = None
         # The answer to the commit step in flight (BeforeCommit or Commit): never two at once.
         self._commit_step: asyncio.Future[f.BeforeCommitDone | f.CommitReady] | None = None
+        # The worker applies the stores' writes of the commit under way (its asynchronous phase):
+        # done at ``StoresApplied``. Made when ``CommitReady`` says so, before anything reads on.
+        self._applying: asyncio.Future[None] | None = None
         metrics.gauge(f"TaskName-{name}", "worker", fn=lambda: self.worker)
 
     @property
@@ -248,9 +251,15 @@ class WorkerTaskProxy(TaskBase):
             assert drained is not None
             drained(self, _requests(frame))
         elif isinstance(frame, (f.BeforeCommitDone, f.CommitReady)):
+            if isinstance(frame, f.CommitReady) and frame.applying:
+                self._applying = asyncio.get_running_loop().create_future()
             fut = self._commit_step
             if fut is not None and not fut.done():
                 fut.set_result(frame)
+        elif isinstance(frame, f.StoresApplied):
+            applying = self._applying
+            if applying is not None and not applying.done():
+                applying.set_result(None)
 
     def _processed(self, frame: f.Processed) -> None:
         n = left = frame.count
@@ -337,12 +346,27 @@ class WorkerTaskProxy(TaskBase):
         assert isinstance(done, f.BeforeCommitDone)
         return done.control
 
-    async def flush_and_commit_stores(self) -> dict[str, str]:
-        ready = await self._commit_step_in_worker(f.Commit(self._index))
+    async def flush_and_freeze_stores(self, *, asynchronous: bool) -> dict[str, str]:
+        ready = await self._commit_step_in_worker(f.Commit(self._index, asynchronous))
         assert isinstance(ready, f.CommitReady)
         if ready.errors:  # the worker applied the commit's error policy (commit.flush_policy)
             raise SystemFailureError(ready.errors[0])
         return dict(ready.markers)
+
+    @property
+    def applying_stores(self) -> bool:
+        return self._applying is not None
+
+    async def apply_stores(self) -> None:
+        """Wait for the worker's ``StoresApplied`` (a failure there fails the container through
+        the pool, with the store and task named)."""
+        applying = self._applying
+        if applying is None:
+            return
+        try:
+            await applying
+        finally:
+            self._applying = None
 
     async def _commit_step_in_worker(self, frame: f.BeforeCommit | f.Commit) -> f.BeforeCommitDone | f.CommitReady:
         """Send one commit step to the worker and wait for its answer (a failure there fails the

@@ -318,7 +318,9 @@ class LmdbReader:
 
 
 class LmdbEngine:
-    """One store's LMDB environment. Used by one thread of one process (the one running the task)."""
+    """One store's LMDB environment. Used by one thread of one process (the one running the task),
+    except that while that thread only reads, one other thread may ``apply(..., grow=False)`` and
+    ``sync`` (a commit's asynchronous phase): LMDB lets one writer run beside readers."""
 
     def __init__(self, path: Path, map_size: int = DEFAULT_MAP_SIZE, sync: bool = True, checksums: bool = True) -> None:
         """Open (or create) the environment in ``path``, in store format 2 (checksummed values) or,
@@ -633,17 +635,20 @@ class LmdbEngine:
         changelog_offset: int | None,
         *,
         invalidate_readers: bool = False,
+        grow: bool = True,
     ) -> None:
         """Write a batch in one transaction (None value: delete). ``changelog_offset`` None marks the
         data dirty (it holds writes no commit covers); an int records it as the data's offset.
 
         A full map grows. With readers open it raises ``MapFullWhileReadingError`` (nothing written),
-        unless ``invalidate_readers``: then it closes them first. A write the filesystem refuses (a
+        unless ``invalidate_readers``: then it closes them first. Without ``grow`` a full map raises
+        ``MapFullWhileReadingError`` whatever is open: a thread other than the task's writes so (LMDB
+        grows a map only with no transaction open in the process, and the task's thread may be in one). A write the filesystem refuses (a
         full disk, an I/O error) raises ``StoreError``; nothing of the batch is written."""
         batch = list(writes)
         if self._restoring:
             self._grow_ahead()
-        self._transact(partial(self._write, batch, changelog_offset), "writing to LMDB", invalidate_readers)
+        self._transact(partial(self._write, batch, changelog_offset), "writing to LMDB", invalidate_readers, grow)
 
     def _write(
         self, batch: list[tuple[bytes, bytes | None]], changelog_offset: int | None, txn: lmdb.Transaction
@@ -661,7 +666,11 @@ class LmdbEngine:
             txn.put(_OFFSET, str(changelog_offset).encode(), db=self._meta)
 
     def _transact(
-        self, write: Callable[[lmdb.Transaction], object], doing: str, invalidate_readers: bool = False
+        self,
+        write: Callable[[lmdb.Transaction], object],
+        doing: str,
+        invalidate_readers: bool = False,
+        grow: bool = True,
     ) -> None:
         """Run ``write`` in one write transaction; a full map grows (see ``apply`` for open readers)
         and the transaction runs again; an LMDB error is a ``StoreError`` saying what it was ``doing``."""
@@ -671,6 +680,8 @@ class LmdbEngine:
                     write(txn)
                 return
             except lmdb.MapFullError:
+                if not grow:
+                    raise MapFullWhileReadingError(f"LMDB map of {self.path} is full; it grows on the task's thread")
                 self._grow(invalidate_readers)
             except lmdb.Error as e:
                 raise store_io_error(self.path, doing, e, _lmdb_errno(e)) from e

@@ -35,7 +35,9 @@ Commit (step 4 of the commit pipeline, after the changelog producer was flushed)
 task's changelog partition since its restore that the task did not write (a processor that lost the
 task while frozen delivers what its producer held when it runs again) have their keys written again
 with the store's current values (``_revert_foreign``); then each store applies its write buffer to
-LMDB together with the newest acknowledged changelog offset, and writes its OFFSET file; the offsets
+LMDB together with the newest acknowledged changelog offset, and writes its OFFSET file (in two
+halves where the commit has an asynchronous phase: ``freeze`` with the task idle, ``apply_frozen``
+on another thread while the task goes on, ``settle`` back on the task's thread); the offsets
 become the checkpoint's state markers.
 
 A store's files that the filesystem refuses to write (a full disk, an I/O error) raise ``StoreError``
@@ -134,6 +136,10 @@ class TaskStorage:
         # then past each record of its own acknowledged.
         self._own_from: dict[SystemStream, int] = {}
         self._locks: list[int] = []
+        # A commit under way between ``freeze`` and ``settle``: the frozen stores and the changelog
+        # offsets they reach; those ``apply_frozen`` wrote, with their OFFSET files.
+        self._frozen: dict[str, int] = {}
+        self._written: set[str] = set()
 
     def changelogs(self) -> list[Flushable]:
         """What this task's commit flushes for its stores (step 3): each changelog producer its
@@ -404,8 +410,23 @@ class TaskStorage:
 
     # -- commit + close ---------------------------------------------------------------------------
     def commit(self) -> dict[str, str]:
-        """Commit step 4 (the changelog producer is flushed): apply every store's writes at the newest
-        acknowledged changelog offset, write the OFFSET files; returns the checkpoint's state markers."""
+        """Commit step 4 (the changelog producer is flushed), here and now: ``freeze``, then
+        ``apply_frozen`` and ``settle`` on this thread; returns the checkpoint's state markers."""
+        markers = self.freeze()
+        self.apply_frozen()
+        self.settle()
+        return markers
+
+    @property
+    def frozen(self) -> bool:
+        """Some store's writes are frozen and not yet settled (``freeze`` to ``settle``)."""
+        return bool(self._frozen)
+
+    def freeze(self) -> dict[str, str]:
+        """Commit step 4, its synchronous half, on the task's thread with the task idle (the
+        changelog producer is flushed): set every changelogged store's writes aside at the newest
+        acknowledged changelog offset, for ``apply_frozen``; returns the checkpoint's state markers.
+        A store without a changelog has no other copy of its state: it is committed here in full."""
         markers: dict[str, str] = {}
         writers: dict[SystemStream, list[LmdbKeyValueStore]] = {}
         for name, store in self.stores.items():
@@ -425,13 +446,48 @@ class TaskStorage:
                     continue
                 newest = self._producers[st.changelog.system].newest(st.changelog.stream, self._partition)
                 offset = max(self._offsets[name], -1 if newest is None else newest)
-                store.commit(offset)
-                write_offset_file(store.engine.path, self._changelog_name(st.changelog), offset)
+                store.freeze(offset)
             except StoreError as e:
                 raise e.of(name, self.task_name) from e
+            self._frozen[name] = offset
             self._offsets[name] = offset
             markers[name] = str(offset)
         return markers
+
+    def apply_frozen(self) -> None:
+        """Commit step 4, its asynchronous half, on one thread other than the task's (which may
+        read the stores meanwhile, never write LMDB) or on the task's own: write each frozen store to
+        LMDB and sync it, then its OFFSET file. A store whose map must grow is left to ``settle``.
+        ``StoreError`` naming the store and task when the filesystem refuses a write."""
+        for name, offset in self._frozen.items():
+            if name in self._written:
+                continue
+            store = self.stores[name]
+            cl = self._settings.stores[name].changelog
+            assert cl is not None
+            try:
+                if not store.apply_frozen():
+                    continue
+                write_offset_file(store.engine.path, self._changelog_name(cl), offset)
+            except StoreError as e:
+                raise e.of(name, self.task_name) from e
+            self._written.add(name)
+
+    def settle(self) -> None:
+        """After ``apply_frozen``, on the task's thread: write what it left (a map that must grow),
+        then drop the frozen writes (LMDB holds them). ``StoreError`` as ``apply_frozen``."""
+        for name, offset in self._frozen.items():
+            store = self.stores[name]
+            cl = self._settings.stores[name].changelog
+            assert cl is not None
+            try:
+                store.settle()
+                if name not in self._written:
+                    write_offset_file(store.engine.path, self._changelog_name(cl), offset)
+            except StoreError as e:
+                raise e.of(name, self.task_name) from e
+        self._frozen.clear()
+        self._written.clear()
 
     def close(self) -> None:
         for store in self.stores.values():

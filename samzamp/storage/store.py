@@ -6,6 +6,15 @@ null-safe -> serialized -> logged -> engine), with a write buffer that only a co
 - ``commit(offset)`` applies the buffer to LMDB in one transaction that also records the changelog
   offset the data now contains. So LMDB on disk is always the state at some commit: never a state
   that no checkpoint covers, which is what lets restore trust it.
+- A commit may also run in two halves (the commit's synchronous and asynchronous phases):
+  ``freeze(offset)``, on the task's thread while the task is idle, sets the buffer aside as the
+  *frozen* buffer and starts a fresh one; ``apply_frozen()`` writes the frozen buffer to LMDB in one
+  transaction and syncs, on any one other thread while the task goes on; ``settle()``, on the task's
+  thread again, drops the frozen buffer (its writes are in LMDB now). Meanwhile reads see the live
+  buffer, then the frozen one, then LMDB, and iterators merge both buffers with their LMDB snapshot:
+  since the apply is one transaction and the frozen buffer holds every key it changes, a snapshot
+  from before the apply or after it gives the same view. The task's own thread never writes LMDB
+  while a buffer is frozen (a spill waits for ``settle``), so the apply is its only writer.
 - A buffer that grows past ``SPILL_AT`` entries is written early, marked *dirty* (a restart then
   rebuilds the store from the changelog); this bounds memory between commits. (Except while
   iterators are open and LMDB's map is full: LMDB cannot grow it under their read transactions, so
@@ -47,8 +56,8 @@ class StoreIterator:
     """Entries in key-byte order, decoded, streamed from LMDB (bounded memory); a context manager.
 
     What it sees: the store as it was when ``range``/``all`` opened it -- LMDB's snapshot at that
-    moment (one read transaction) merged with the write buffer as it was then (buffered puts appear,
-    buffered deletes hide). Writes the task makes while it is open are allowed and not seen by it,
+    moment (one read transaction) merged with the write buffer as it was then, a commit's frozen
+    writes under it (buffered puts appear, buffered deletes hide). Writes the task makes while it is open are allowed and not seen by it,
     as with a RocksDB iterator in Samza.
 
     One pass; use it from the task's thread. Close it (``with``, or ``close()``, idempotent) as soon
@@ -160,6 +169,11 @@ class LmdbKeyValueStore:
         self._msg_serde = msg_serde
         self._changelog = changelog
         self._buffer: dict[bytes, bytes | None] = {}
+        # The writes of a commit under way (``freeze``), and the changelog offset they reach; read
+        # by the task's thread and the applying thread, replaced only by the task's (``settle``).
+        self._frozen: dict[bytes, bytes | None] | None = None
+        self._frozen_offset = -1
+        self._frozen_applied = False  # ``apply_frozen`` wrote it (set on the applying thread)
         self._spill_deferred = False  # a spill found the map full under open iterators
 
     def _kb(self, key: Any) -> bytes:
@@ -235,6 +249,9 @@ class LmdbKeyValueStore:
         buffer's, else LMDB's; None: none), as the changelog carries it."""
         if kb in self._buffer:
             return self._buffer[kb]
+        frozen = self._frozen
+        if frozen is not None and kb in frozen:
+            return frozen[kb]
         try:
             return self.engine.get(kb)
         except StoreError as e:
@@ -242,17 +259,19 @@ class LmdbKeyValueStore:
 
     def _iterate(self, start: bytes | None, stop: bytes | None) -> StoreIterator:
         # The buffer is bounded (SPILL_AT), so a sorted copy of its entries in range is too; its
-        # values are the same objects, so later writes do not change what the iterator sees.
+        # values are the same objects, so later writes do not change what the iterator sees. A
+        # frozen buffer is under the live one: the live one's entries shadow it.
+        pending = self._buffer if self._frozen is None else {**self._frozen, **self._buffer}
         buffered = sorted(
-            (kb, vb)
-            for kb, vb in self._buffer.items()
-            if (start is None or kb >= start) and (stop is None or kb < stop)
+            (kb, vb) for kb, vb in pending.items() if (start is None or kb >= start) and (stop is None or kb < stop)
         )
         return StoreIterator(
             self.name, self.engine.reader(), start, stop, buffered, self._key_serde, self._msg_serde, self._failed
         )
 
     def _spill(self) -> None:
+        if self._frozen is not None:  # the apply is LMDB's only writer until ``settle``
+            return
         if self._spill_deferred and self.engine.readers_open():
             return
         try:
@@ -271,9 +290,31 @@ class LmdbKeyValueStore:
         self._buffer.clear()
 
     def commit(self, changelog_offset: int) -> None:
-        """Apply the buffered writes with the changelog offset they reach (commit step 4)."""
+        """Apply the buffered writes with the changelog offset they reach (commit step 4), here
+        and now: ``freeze``, then the write and sync of ``apply_frozen`` on this thread."""
+        self.freeze(changelog_offset)
+        try:
+            self.settle()
+        except StoreError:
+            # Not written: the writes stay buffered, under any made since, for a later commit.
+            frozen, self._frozen = self._frozen or {}, None
+            self._buffer = {**frozen, **self._buffer}
+            raise
+
+    @property
+    def frozen(self) -> bool:
+        """A commit's writes are set aside and not yet settled (``freeze`` to ``settle``)."""
+        return self._frozen is not None
+
+    def freeze(self, changelog_offset: int) -> None:
+        """The synchronous half of a commit, on the task's thread, the task idle: set the buffered
+        writes aside with the changelog offset they reach, for ``apply_frozen``; new writes go to a
+        fresh buffer. ``StoreError`` when a value failed its checksum (nothing after the damage is
+        committed). At most one frozen buffer: the last one must be settled first."""
         if self.failure is not None:
             raise self.failure
+        if self._frozen is not None:
+            raise RuntimeError(f"store {self.name!r}: a commit froze its writes while the last one was not settled")
         open_readers = self.engine.readers_open()
         if open_readers:
             log.warning(
@@ -282,14 +323,51 @@ class LmdbKeyValueStore:
                 self.name,
                 open_readers,
             )
+        self._frozen, self._buffer = self._buffer, {}
+        self._frozen_offset = changelog_offset
+        self._frozen_applied = False
+
+    def apply_frozen(self) -> bool:
+        """The asynchronous half of a commit, on one thread other than the task's (or on the task's
+        own): write the frozen buffer to LMDB in one transaction with its changelog offset, and
+        sync. False when LMDB's map is full: it can only grow with no transaction open in the
+        process (the task may be reading), so ``settle`` writes it on the task's thread instead.
+        ``StoreError`` (naming the store) when the filesystem refuses it: nothing of it is written."""
+        frozen = self._frozen
+        if frozen is None or self._frozen_applied:
+            return True
         try:
-            self.engine.apply(self._buffer.items(), changelog_offset, invalidate_readers=True)
-            self._buffer.clear()
-            self._spill_deferred = False
+            self.engine.apply(frozen.items(), self._frozen_offset, grow=False)
+            self.engine.sync()
+        except MapFullWhileReadingError:
+            return False
+        except StoreError as e:
+            raise e.of(self.name) from e
+        self._frozen_applied = True
+        return True
+
+    def settle(self) -> None:
+        """On the task's thread, after ``apply_frozen`` (or instead of it): write the frozen buffer
+        if it is not written yet (growing the map, closing iterators left open if it must), and
+        drop it: LMDB holds its writes. ``StoreError`` (naming the store) when they cannot be
+        written; the frozen buffer then stays (the task fails; its stores close unwritten)."""
+        frozen = self._frozen
+        if frozen is None:
+            return
+        if not self._frozen_applied:
+            self._apply_here(frozen, self._frozen_offset)
+        self._frozen = None
+        self._frozen_applied = False
+        self._spill_deferred = False
+
+    def _apply_here(self, writes: dict[bytes, bytes | None], changelog_offset: int) -> None:
+        try:
+            self.engine.apply(writes.items(), changelog_offset, invalidate_readers=True)
             self.engine.sync()
         except StoreError as e:
             raise e.of(self.name) from e
 
     def close(self) -> None:
         self._buffer.clear()
+        self._frozen = None
         self.engine.close()  # closes iterators still open

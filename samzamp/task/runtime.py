@@ -3,7 +3,7 @@
 ``TaskRuntime`` owns the user's task object (built by a task factory), its collector, its stores,
 ``init``/``close``, the one decode -> process -> time -> request-check loop, the hook runner
 (window, end of stream, drain) and the commit steps that run where the task runs (1, 3, 4 and 6 of
-``samzamp.commit.pipeline``), under one error policy:
+``samzamp.commit.pipeline``; step 4's asynchronous half on a thread of the host's), under one error policy:
 
 - an exception from ``process`` or a hook that task.ignored.exceptions names is ignored; any other
   becomes a ``TaskError`` naming the task (and for ``process`` the SSP and offset);
@@ -366,9 +366,35 @@ class TaskRuntime:
             raise SystemFailureError(failure)
 
     def commit_stores(self) -> dict[str, str]:
-        """Step 4: apply the stores' writes (their changelog is durable); the state markers."""
+        """Step 4 whole, on the task's thread: apply the stores' writes (their changelog is
+        durable); the state markers."""
         with self._stores_lock:
             return self.storage.commit() if self.storage is not None else {}
+
+    def freeze_stores(self) -> dict[str, str]:
+        """Step 4, its synchronous half, the task idle: set the stores' writes aside at the newest
+        acknowledged changelog offsets (``TaskStorage.freeze``); the state markers."""
+        with self._stores_lock:
+            return self.storage.freeze() if self.storage is not None else {}
+
+    @property
+    def stores_frozen(self) -> bool:
+        """Step 4's asynchronous half has writes to apply (``apply_stores``)."""
+        return self.storage is not None and self.storage.frozen
+
+    def apply_stores(self) -> None:
+        """Step 4, its asynchronous half: write the frozen writes to LMDB and make them durable.
+        From one thread other than the task's (which goes on processing) or from the task's own."""
+        with self._stores_lock:
+            if self.storage is not None:
+                self.storage.apply_frozen()
+
+    def settle_stores(self) -> None:
+        """After ``apply_stores``, on the task's thread: write what only this thread may (a map that
+        must grow) and drop the frozen writes."""
+        with self._stores_lock:
+            if self.storage is not None:
+                self.storage.settle()
 
     def on_checkpoint(self, offsets: dict[SystemStreamPartition, int]) -> None:
         """Step 6: tell the task what was checkpointed; a failure names the task."""

@@ -7,7 +7,11 @@ client crosses the exec), imports task.class, answers ``Ready`` and then serves 
 init'ed, or closed with its stores, when its frame comes.
 
 One thread runs everything, so each task's process, window and commit steps never overlap, and a
-task's messages are processed one at a time in the order the loop sent them.
+task's messages are processed one at a time in the order the loop sent them. The one exception is a
+commit's asynchronous phase (``Commit.asynchronous``): the stores' writes it set aside are applied on
+a thread of the worker's own while that thread goes on with the frames; the main thread looks for
+the apply's end at every report and while it waits for frames, settles the stores there and
+answers ``StoresApplied``. A task's apply is settled before the task is removed or the worker stops.
 
 If the container dies the worker dies with it: PR_SET_PDEATHSIG(SIGKILL) where Linux has it, and a
 blocked ring call notices the loop's process is gone (``PeerGone``) in any case.
@@ -28,6 +32,7 @@ import sys
 import time
 from collections import deque
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, NoReturn
 
 import msgspec
@@ -64,6 +69,10 @@ log = logging.getLogger("samzamp.worker")
 
 EXIT_PARENT_GONE = 3
 RESTORING_EVERY_S = 0.5  # how often a restore in progress reports to the container, at most
+# How often a worker waiting for frames looks whether a commit's apply finished (its end adds up
+# to this to the commit's time to its checkpoint, never to the task's pause).
+APPLY_POLL_S = 0.002
+APPLY_THREADS = 4  # the stores' applies of different tasks at once (each mostly waits for its fsync)
 
 
 def _die_with_parent(parent_pid: int) -> None:
@@ -90,6 +99,10 @@ class Worker:
     """A worker process's host: builds a task runtime per task it is given (``AddTask``), serves the
     loop's frames by calling those runtimes and answering, and closes a task it gives up
     (``RemoveTask``); it decides nothing about running a task."""
+
+    # The commits' applies under way, by task, and the threads they run on (made at the first).
+    _applies: dict[int, Future[None]] | None = None
+    _apply_threads: ThreadPoolExecutor | None = None
 
     def __init__(self, spec: f.WorkerSpec) -> None:
         self.spec = spec
@@ -217,6 +230,7 @@ class Worker:
         """Give task ``t`` up: close it, then its stores (which releases their directory locks: the
         task may be taken on by another process next); answer ``TaskRemoved``."""
         rt = self._task(t).runtime
+        self._settle_all(t)
         del self.tasks[t]
         try:
             rt.close()
@@ -272,7 +286,7 @@ class Worker:
             if not inbox:
                 self._send_out()  # nothing more to do now: report before sleeping
                 try:
-                    self._take_in(rx.receive_many(timeout=1.0))
+                    self._take_in(rx.receive_many(timeout=APPLY_POLL_S if self._applies else 1.0))
                 except TimeoutError:
                     continue
                 if self._urgent:  # a Yielded: the loop waits for it
@@ -297,7 +311,7 @@ class Worker:
             elif isinstance(frame, f.BeforeCommit):
                 self._before_commit(frame.task)
             elif isinstance(frame, f.Commit):
-                self._commit(frame.task)
+                self._commit(frame.task, frame.asynchronous)
             elif isinstance(frame, f.Checkpointed):
                 self._checkpointed(frame)
             elif isinstance(frame, f.EndOfStream):
@@ -327,6 +341,8 @@ class Worker:
             self._reply(f.Yielded(frame.task, frame.epoch))
 
     def _send_out(self) -> None:
+        if self._applies:
+            self._check_applies()
         self._flush_reports()
         if time.monotonic_ns() >= self._metrics_due:
             self._queue_metrics()
@@ -449,19 +465,53 @@ class Worker:
             self.fail(t, rt.failure(e))
         self._reply(f.BeforeCommitDone(t, control))
 
-    def _commit(self, t: int) -> None:
+    def _commit(self, t: int, asynchronous: bool = False) -> None:
         """Commit steps 3 and 4 for task ``t`` (see samzamp.commit.pipeline). A flush that stops the
-        commit is the answer (the loop fails the container, no checkpoint)."""
+        commit is the answer (the loop fails the container, no checkpoint). ``asynchronous``: the
+        stores' writes are set aside and applied on a thread, answered by ``StoresApplied``."""
         rt = self._task(t).runtime
         try:
             rt.flush_producers()
-            markers = rt.commit_stores()
+            markers = rt.freeze_stores() if asynchronous else rt.commit_stores()
         except SystemFailureError as e:
             self._reply(f.CommitReady(t, [str(e)], {}))
             return
         except Exception as e:
             self.fail(t, rt.failure(e))
-        self._reply(f.CommitReady(t, [], markers))
+        applying = asynchronous and rt.stores_frozen
+        self._reply(f.CommitReady(t, [], markers, applying))
+        if applying:
+            if self._applies is None:
+                self._applies = {}
+                self._apply_threads = ThreadPoolExecutor(APPLY_THREADS, thread_name_prefix="samzamp-commit")
+            assert self._apply_threads is not None
+            self._applies[t] = self._apply_threads.submit(rt.apply_stores)
+
+    def _check_applies(self) -> None:
+        """Settle every task's apply that has finished (see the module docstring)."""
+        assert self._applies is not None
+        for t, done in [(t, a) for t, a in self._applies.items() if a.done()]:
+            self._settle(t, done)
+
+    def _settle(self, t: int, apply: Future[None]) -> None:
+        """Task ``t``'s apply ended (or ends now: this waits): settle its stores and answer
+        ``StoresApplied``, or fail the task as a commit that raised does."""
+        assert self._applies is not None
+        del self._applies[t]
+        rt = self._task(t).runtime
+        try:
+            apply.result()
+            rt.settle_stores()
+        except Exception as e:
+            self.fail(t, rt.failure(e))
+        self._reply(f.StoresApplied(t))
+
+    def _settle_all(self, t: int | None = None) -> None:
+        """Wait for task ``t``'s apply (None: every task's) and settle it, before a task leaves."""
+        if self._applies:
+            for u, apply in list(self._applies.items()):
+                if t is None or u == t:
+                    self._settle(u, apply)
 
     def _checkpointed(self, frame: f.Checkpointed) -> None:
         rt = self._task(frame.task).runtime
@@ -471,6 +521,7 @@ class Worker:
             self.fail(frame.task, e)
 
     def _stop(self) -> None:
+        self._settle_all()
         for wt in self.tasks.values():  # the tasks still here: close each, then its stores
             wt.runtime.close()
         self._queue_metrics()  # the last counts, for the container's last report

@@ -252,6 +252,21 @@ class CheckpointedStoreCountTask(StoreCountTask, _CheckpointRecorder):
     for one before it kills the container, so the restart starts from a checkpoint."""
 
 
+class CommitAtStoreCountTask(CheckpointedStoreCountTask):
+    """CheckpointedStoreCountTask that asks for a commit after each offset test.commit.at lists
+    (comma-separated), and records ``C <partition> <offset>`` when it does."""
+
+    def init(self, context) -> None:
+        super().init(context)
+        self.commit_at = {int(o) for o in str(context.config.get("test.commit.at", "")).split(",") if o}
+
+    def process(self, envelope, collector, coordinator) -> None:
+        super().process(envelope, collector, coordinator)
+        if envelope.offset in self.commit_at:
+            self.record(f"C {envelope.system_stream_partition.partition} {envelope.offset}")
+            coordinator.commit()
+
+
 class StorePadCountTask(StoreCountTask, _CheckpointRecorder):
     """StoreCountTask that also writes test.pad.bytes bytes per message into the store "pad" (its own
     key each), so that its stores keep growing: a job that fills a small disk. Records checkpoints

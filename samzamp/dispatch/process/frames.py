@@ -6,8 +6,8 @@ ring record. Nothing is pickled: frames carry only ints, strings, bytes and list
 Loop -> worker: ``AddTask``, ``RemoveTask``, ``Process`` (a batch of one task's messages), ``Yield``,
 ``Window``, ``EndOfStream``, ``Drain``, ``BeforeCommit``, ``Commit``, ``Checkpointed``, ``Stop``. Worker
 -> loop: ``Ready``, ``TaskAdded``, ``TaskRemoved``, ``Processed``, ``Requested``, ``Yielded``,
-``WindowDone``, ``EndOfStreamDone``, ``DrainDone``, ``BeforeCommitDone``, ``CommitReady``, ``Failed``,
-``Metrics``, ``Stopped``.
+``WindowDone``, ``EndOfStreamDone``, ``DrainDone``, ``BeforeCommitDone``, ``CommitReady``,
+``StoresApplied``, ``Failed``, ``Metrics``, ``Stopped``.
 
 A worker starts with no task (its ``WorkerSpec`` says how to run tasks, not which) and answers
 ``Ready``. From then on the loop hands it tasks and takes them back at any time: ``AddTask`` (the
@@ -71,6 +71,7 @@ __all__ = [
     "Requested",
     "Stop",
     "Stopped",
+    "StoresApplied",
     "TaskAdded",
     "TaskRemoved",
     "Window",
@@ -84,7 +85,7 @@ __all__ = [
     "report_after",
 ]
 
-VERSION = 5
+VERSION = 6
 
 # A raw message as the loop buffers it: (offset, key bytes, value bytes, timestamp ms).
 RawTuple = tuple[int, "bytes | None", "bytes | None", int]
@@ -217,9 +218,12 @@ class BeforeCommit(_Frame):
 
 class Commit(_Frame):
     """Steps 3 and 4 of the commit pipeline: flush the producer, commit the stores; answered by
-    ``CommitReady``."""
+    ``CommitReady``. ``asynchronous``: answer once the stores' writes are set aside, then apply
+    them on a thread of the worker while its tasks go on, and answer ``StoresApplied`` once they
+    are durable (``CommitReady.applying`` says whether it will)."""
 
     task: int
+    asynchronous: bool = False
 
 
 class Checkpointed(_Frame):
@@ -329,6 +333,14 @@ class CommitReady(_Frame):
     # Why the commit must not go on (commit.flush_policy, applied by the worker); empty: it may.
     errors: list[str]
     markers: dict[str, str]  # per store: newest changelog offset
+    applying: bool = False  # a ``StoresApplied`` follows (the stores' writes are being applied)
+
+
+class StoresApplied(_Frame):
+    """The stores' writes set aside at the task's last ``CommitReady`` are durable (a failure is
+    ``Failed`` instead)."""
+
+    task: int
 
 
 class Failed(_Frame):
@@ -369,6 +381,7 @@ FromWorker = (
     | DrainDone
     | BeforeCommitDone
     | CommitReady
+    | StoresApplied
     | Failed
     | Metrics
     | Stopped

@@ -6,7 +6,8 @@ A group's per-instance part and a name's per-SSP, per-store or per-operator part
     group / name                                      Prometheus
     SamzaContainerMetrics                             samza_container_*
       process-envelopes, window-calls, commit-calls   samza_container_<name>_total
-      process-ns, window-ns, commit-ns (timers)       samza_container_{process,window,commit}_seconds
+      process-ns, window-ns, commit-ns,               samza_container_{process,window,commit,
+      commit-sync-ns, commit-async-ns (timers)          commit_sync,commit_async}_seconds
                                                       (summary: _count, _sum) and ..._max_seconds
       event-loop-utilization, task-count,             samza_container_<name> (gauges)
       drain-buffered-messages
@@ -130,6 +131,18 @@ _FIXED: dict[tuple[str, str], tuple[str, Kind, float, str]] = {
     ("container", "process-ns"): ("process", "timer", NS, "Time in a task's process(), per message."),
     ("container", "window-ns"): ("window", "timer", NS, "Time in window() calls."),
     ("container", "commit-ns"): ("commit", "timer", NS, "Time a commit took, from snapshot to checkpoint."),
+    ("container", "commit-sync-ns"): (
+        "commit_sync",
+        "timer",
+        NS,
+        "A commit's synchronous phase: the pause its task sees (task.commit.stores.async).",
+    ),
+    ("container", "commit-async-ns"): (
+        "commit_async",
+        "timer",
+        NS,
+        "A commit's asynchronous phase, the task processing: its stores' writes made durable, its checkpoint.",
+    ),
     ("container", "event-loop-utilization"): (
         "event_loop_utilization",
         "gauge",

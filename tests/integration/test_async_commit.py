@@ -1,0 +1,195 @@
+"""A commit's asynchronous phase against the real broker (task.commit.stores.async, the default), for a
+task inline on the loop and one in a worker process (pool 2).
+
+The test holds LMDB's writer lock on the task's store directory from this process, so the container's
+write of a commit's store writes waits for it (LMDB's writer mutex is shared by every process that
+opens the environment): while held, the task must go on processing past the commit it asked for, no
+checkpoint may cover that commit's inputs, and a stop must wait for the write before its final commit.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import signal
+import struct
+import subprocess
+from collections import Counter
+from pathlib import Path
+
+import lmdb
+import pytest
+from kafka_util import (
+    Container,
+    counts_store,
+    create_topic,
+    job_toml,
+    produce,
+    read_checkpoint_records,
+    records,
+    wait_until,
+    write_config,
+)
+
+from samzamp.storage.dirs import store_dir
+from samzamp.storage.lmdb import LmdbEngine
+from samzamp.storage.offset_file import read_offset_file
+
+TASK = "Partition 0"
+WORDS = 37  # StoreCountTask's words: message m<i> counts word w<i % 37>
+
+
+class WriterLock:
+    """LMDB's writer lock of one store directory, held by this process until ``release``."""
+
+    def __init__(self, path: Path) -> None:
+        self._env = lmdb.open(str(path), max_dbs=2, create=False)
+        self._txn = self._env.begin(write=True)
+
+    def release(self) -> None:
+        self._txn.abort()
+        self._env.close()
+
+
+def _counts(path: Path) -> dict[str, int]:
+    engine = LmdbEngine(path)
+    try:
+        return {k.decode(): struct.unpack(">q", v)[0] for k, v in engine.items()}
+    finally:
+        engine.close()
+
+
+def _kinds(rec: Path, kind: str) -> list[int]:
+    return [o for k, _, o in records(rec, kind)]
+
+
+@pytest.mark.parametrize("pool", [1, 2], ids=["inline", "pool2"])
+def test_the_task_processes_while_its_commit_writes_the_store_and_the_checkpoint_and_a_stop_wait_for_it(
+    broker, unique, tmp_path: Path, pool: int
+) -> None:
+    bs = broker.bootstrap_servers
+    topic, job = f"in-{unique}", f"async-commit-{unique}"
+    create_topic(bs, topic, 1)
+    rec, state = tmp_path / "rec", tmp_path / "state"
+    rec.mkdir()
+    cfg = write_config(
+        tmp_path / "job.toml",
+        job_toml(
+            job,
+            "recording_tasks:CommitAtStoreCountTask",
+            topic,
+            rec,
+            counts_store(f"kafka.counts-log-{unique}"),
+            f'"job.logged.store.base.dir" = "{state}"',
+        ),
+    )
+    c = Container(
+        cfg,
+        bs,
+        f"job.container.thread.pool.size={pool}",
+        "task.commit.ms=600000",  # only the commits the task asks for
+        "test.commit.at=49,74,124",
+        log=tmp_path / "container.log",
+    )
+    c.wait_started()
+    path = store_dir(state, "counts", TASK)
+    produce(bs, topic, 1, 50)
+    wait_until(lambda: 49 in _kinds(rec, "K"), 60, "the checkpoint of offset 49", c)
+
+    # The commit asked for at 74 sets the store's writes aside and lets the task go on; their write
+    # waits for the lock, and so does the checkpoint.
+    held = WriterLock(path)
+    try:
+        produce(bs, topic, 1, 50, start=50)
+        wait_until(lambda: 99 in _kinds(rec, "P"), 60, "offset 99 processed", c)
+        assert 74 in _kinds(rec, "C")
+        assert 74 not in _kinds(rec, "K")
+        assert all(o.offset < 74 for cp in read_checkpoint_records(bs, job) for o in cp.input_offsets)
+    finally:
+        held.release()
+    wait_until(lambda: 74 in _kinds(rec, "K"), 60, "the checkpoint of offset 74", c)
+    seen = [(k, o) for k, _, o in records(rec, "PCK")]
+    assert seen.index(("C", 74)) < seen.index(("P", 99)) < seen.index(("K", 74))
+    cp = next(cp for cp in read_checkpoint_records(bs, job) if [o.offset for o in cp.input_offsets] == [74])
+    assert int(cp.state_markers["counts"]) >= 0
+
+    # A stop while a commit's write waits: the container's final commit comes after it, and its
+    # checkpoint covers every input, with the store on disk at its marker.
+    held = WriterLock(path)
+    try:
+        produce(bs, topic, 1, 25, start=100)
+        wait_until(lambda: 124 in _kinds(rec, "P"), 60, "offset 124 processed", c)
+        c.proc.send_signal(signal.SIGTERM)
+        wait_until(lambda: "shutting down" in c.log_text(), 60, "the container to begin its stop", c)
+        assert 124 not in _kinds(rec, "K")
+    finally:
+        held.release()
+    assert c.proc.wait(timeout=60) == 0, c.log_text()[-3000:]
+    last = read_checkpoint_records(bs, job)[-1]
+    assert [o.offset for o in last.input_offsets] == [124]
+    recorded = read_offset_file(path)
+    assert recorded is not None
+    assert str(recorded.offset) == last.state_markers["counts"]
+    assert _counts(path) == {f"w{w}": n for w, n in Counter(i % WORDS for i in range(125)).items()}
+
+
+def _tmpfs_wrapper(mount: Path, size: str) -> list[str]:
+    """Run a command in its own user and mount namespaces with a tmpfs of ``size`` on ``mount``."""
+    script = 'mount -t tmpfs -o size="$1" tmpfs "$2" && shift 2 && exec "$@"'
+    return ["unshare", "--user", "--map-root-user", "--mount", "sh", "-c", script, "sh", size, str(mount)]
+
+
+@pytest.mark.parametrize("pool", [1, 2], ids=["inline", "pool2"])
+def test_a_full_disk_under_a_commits_asynchronous_write_stops_the_container_without_its_checkpoint(
+    broker, unique, tmp_path: Path, pool: int
+) -> None:
+    """Both stores changelogged, so both are written in the commits' asynchronous phases, on a 1 MiB
+    tmpfs that the job fills: the write that fails stops the container with one line naming the
+    store, the task and the directory, no checkpoint covers the inputs it held, and a restart with
+    space counts every input exactly once."""
+    if shutil.which("unshare") is None:
+        pytest.skip("a full disk is simulated with a tmpfs in a user namespace, and unshare(1) is not installed")
+    probe = tmp_path / "probe"
+    probe.mkdir()
+    done = subprocess.run([*_tmpfs_wrapper(probe, "64k"), "true"], capture_output=True, timeout=30, check=False)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs in a user namespace here: {done.stderr!r}")
+    bs = broker.bootstrap_servers
+    topic, job = f"in-{unique}", f"async-full-{unique}"
+    n1, n = 500, 4_000
+    create_topic(bs, topic, 1)
+    produce(bs, topic, 1, n1)
+    rec, state = tmp_path / "rec", tmp_path / "state"
+    rec.mkdir()
+    state.mkdir()
+    stores = counts_store(f"kafka.counts-log-{unique}") + (
+        f'\n[stores.pad]\nfactory = "lmdb"\nchangelog = "kafka.pad-log-{unique}"\n'
+        'key.serde = "string"\nmsg.serde = "string"\n'
+    )
+    top = f'"job.logged.store.base.dir" = "{state}"\n"test.pad.bytes" = 400'
+    cfg = write_config(
+        tmp_path / "job.toml", job_toml(job, "recording_tasks:StorePadCountTask", topic, rec, stores, top)
+    )
+    over = f"job.container.thread.pool.size={pool}"
+    c = Container(cfg, bs, over, log=tmp_path / "run-1.log", wrapper=_tmpfs_wrapper(state, "1m"))
+    wait_until(lambda: n1 - 1 in _kinds(rec, "K"), 60, f"the first {n1} inputs checkpointed", c)
+    produce(bs, topic, 1, n - n1, start=n1)
+    assert c.proc.wait(timeout=120) == 1, c.log_text()[-3000:]
+    log = c.log_text()
+    failed = [line for line in log.splitlines() if line.startswith("samzamp run: failed:")]
+    assert len(failed) == 1, log[-3000:]
+    assert re.fullmatch(
+        rf"samzamp run: failed: store '(counts|pad)' of task '{TASK}' in {re.escape(str(state))}/(counts|pad)/"
+        r"Partition_0: no space left on its filesystem \(\d+ bytes free\) while .*; free space there.*",
+        failed[0],
+    ), failed[0]
+    assert "Traceback" not in log
+    checkpointed = max(o.offset for cp in read_checkpoint_records(bs, job) for o in cp.input_offsets)
+    assert n1 - 1 <= checkpointed < n - 1
+    # Every checkpoint's markers were durable: the restart restores each store to its last one.
+    c = Container(cfg, bs, over, log=tmp_path / "run-2.log")
+    wait_until(lambda: n - 1 in _kinds(rec, "P") and n - 1 in _kinds(rec, "K"), 120, "every input counted", c)
+    assert c.stop() == 0, c.log_text()[-3000:]
+    assert _counts(store_dir(state, "counts", TASK)) == {
+        f"w{w}": k for w, k in Counter(i % WORDS for i in range(n)).items()
+    }
