@@ -13,10 +13,11 @@ Invariant: everything a checkpoint covers is durable before the checkpoint is wr
 ``commit_task`` is the one place this order is written; every host follows it step by step. The
 task is idle (no process, window or other commit in flight) from step 1 until the stores' writes
 are set aside, so the snapshot of offsets and the markers are exact. That is the commit's
-synchronous phase. Where the caller asks for it (``resume``) and the stores have writes set aside,
-the task then goes on processing during the asynchronous phase (a commit with no store writes stays
-synchronous, on_checkpoint included, as it always was): the writes set aside are applied on a thread while new writes go to
-a fresh buffer (``storage.store``), and only once they are durable is the checkpoint written.
+synchronous phase. Where the caller asks for it (``resume``) and the task has changelogged stores,
+the task then goes on processing during the asynchronous phase: the writes set aside are applied on
+a thread while new writes go to a fresh buffer (``storage.store``), and only once they are durable
+is the checkpoint written. A task with no changelogged store has nothing to set aside: its commit
+stays synchronous, on_checkpoint included.
 Steps 1, 3, 4 and 6 run where the task runs: on the event loop for a task of this process, in its
 worker for a task in a worker process (frames ``BeforeCommit``, ``Commit``, ``StoresApplied`` and
 ``Checkpointed``, so its own producer is the one flushed); steps 2 and 5 run in the container.
@@ -94,7 +95,7 @@ async def commit_task(
     ``drained``: this is the task's final commit of a drain, which the checkpoint says. The
     checkpoint goes out with those of the other commits under way (``CheckpointWrites``).
     ``resume``: called once the synchronous phase is done (the task may process again), if the
-    stores have writes to apply; None (or nothing to apply): the whole commit is synchronous."""
+    task's stores have writes set aside; None (or nothing set aside): the whole commit is synchronous."""
     control = await ti.before_commit()  # 1
     offsets = ti.snapshot_offsets()  # 2
     markers = await ti.flush_and_freeze_stores(asynchronous=resume is not None)  # 3, 4 (writes set aside)

@@ -6,8 +6,8 @@ With task.commit.stores.async (the default) a commit has two phases, as Samza's 
 does: its synchronous phase (steps 1 to 3 and the stores' writes set aside), during which
 ``TaskState`` says a commit is in flight and the task is idle, and its asynchronous phase (the
 writes made durable, the checkpoint written, the task told), during which the task processes on.
-A commit with no store writes to apply has no asynchronous phase: the task waits for all of it,
-on_checkpoint included (a commit without stores stays exclusive with process, as it was).
+A task with no changelogged store has nothing to set aside and no asynchronous phase: it waits for
+all of its commit, on_checkpoint included (such a commit stays exclusive with process, as it was).
 A task has one asynchronous phase at a time: a commit due meanwhile waits for it, as a due commit
 does for messages in flight (``TaskState``). Samza skips such a commit under
 task.commit.max.delay.ms instead; samzamp keeps the rule that a task's commit request commits

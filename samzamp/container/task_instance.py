@@ -264,10 +264,6 @@ class TaskInstance(TaskBase):
     async def before_commit(self) -> ControlState | None:
         return self.runtime.before_commit()
 
-    async def flush_and_commit_stores(self) -> dict[str, str]:
-        """Steps 3 and 4 whole, the stores' writes durable when it returns; the markers."""
-        return await self.flush_and_freeze_stores(asynchronous=False)
-
     async def flush_and_freeze_stores(self, *, asynchronous: bool) -> dict[str, str]:
         # Step 3 runs on the event loop thread on purpose: librdkafka's flush waits until the whole
         # queue is empty, including messages sent while it waits. Blocking the loop (a few ms) stops

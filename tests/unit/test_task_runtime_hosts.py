@@ -250,7 +250,7 @@ class InlineHost:
     def commit(self) -> dict[str, str] | str:
         try:
             self.loop.run_until_complete(self.ti.before_commit())
-            markers = self.loop.run_until_complete(self.ti.flush_and_commit_stores())
+            markers = self.loop.run_until_complete(self.ti.flush_and_freeze_stores(asynchronous=False))
         except Exception as e:
             return str(e)
         return markers
