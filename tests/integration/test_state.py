@@ -279,6 +279,15 @@ def test_a_restore_never_resurrects_writes_no_checkpoint_covers(broker, unique, 
     # Run 1: killed mid-stream, leaving changelog writes that no checkpoint covers.
     c = Container(cfg, broker.bootstrap_servers, pool_size, "task.commit.ms=2000", log=tmp_path / "run-1.log")
     wait_until(lambda: count_lines(rec) >= n // 2, 120, "half processed", c)
+    # Every task checkpointed before the kill, so what run 1 wrote after that is uncommitted: a task
+    # with no checkpoint at all keeps the state its changelog holds (retain.existing.state), and a
+    # commit round's checkpoints come out task by task, as each task's store writes become durable.
+    wait_until(
+        lambda: len({task for task, _ in read_checkpoints(broker.bootstrap_servers, job)}) >= PARTITIONS,
+        60,
+        "a checkpoint of every task",
+        c,
+    )
     c.kill()
     # Run 2: restores (reverting run 1's writes), processes a few messages, and stops at the third
     # message of some task: its final checkpoint covers far fewer inputs than run 1 had written.
