@@ -2,7 +2,7 @@
 has more than 2 cores), on one broker in one run; prints messages/s and the ratio to pool size 1.
 
 The job (bench/cpu_task.py): JSON in, a deterministic pure-Python loop of ~20 µs per message, JSON out, 4 input
-partitions, 600,000 messages of ~100 bytes (the input of bench/noop.py).
+partitions (``--partitions``), 600,000 messages of ~100 bytes (the input of bench/noop.py).
 
 Why the containers take turns. The machines this runs on are shared, and their speed moves in phases, each
 core on its own: the same pure-Python loop took 21 µs a message on one core while it took 35 µs on the
@@ -99,8 +99,10 @@ def job_toml(
     commit_ms: int,
     input_topic: str = noop.INPUT_TOPIC,
     factor: int = 1,
+    partitions: int = noop.PARTITIONS,
 ) -> str:
-    """The cpu job reading ``input_topic``, with ``pool`` worker processes and elasticity factor ``factor``."""
+    """The cpu job reading ``input_topic``, with ``pool`` worker processes and elasticity factor ``factor``,
+    writing an output topic of ``partitions`` partitions."""
     return f"""\
 [job]
 name = "bench-cpu-{pool}"
@@ -125,7 +127,7 @@ samza.msg.serde = "json"
 [streams.{out_topic}]
 samza.key.serde = "string"
 samza.msg.serde = "json"
-partitions = {noop.PARTITIONS}
+partitions = {partitions}
 """
 
 
@@ -150,8 +152,9 @@ class Container(Runner):
         log_dir: Path,
         sets: tuple[str, ...] = (),
         checkout: noop.Checkout = noop.THIS,
+        partitions: int = noop.PARTITIONS,
     ) -> None:
-        super().__init__(label, out_topic, bs, log_dir)
+        super().__init__(label, out_topic, bs, log_dir, partitions)
         self.pool = pool
         self.sets = sets
         self.checkout = checkout
@@ -167,7 +170,7 @@ def out_topic(what: str, rep: int) -> str:
 def start(c: Container, bs: str, rep: int, workdir: Path) -> None:
     """Start ``c``'s container (alone: the others are stopped) and stop it at its first output."""
     # Each checkout's containers have their own job.id: with the other's, they would start from its checkpoints.
-    config = job_toml(c.out_topic, c.pool, f"{rep}{c.checkout.tag}", c.commit_ms)
+    config = job_toml(c.out_topic, c.pool, f"{rep}{c.checkout.tag}", c.commit_ms, partitions=c.partitions)
     c.checked = start_container(c, config, bs, workdir, c.sets, c.checkout)
 
 
@@ -187,14 +190,18 @@ def run_round(
     other."""
     log_dir = Path(os.environ.get("BENCH_LOG_DIR") or workdir)
     containers = [
-        Container(f"pool {p}{k.suffix}", p, out_topic(f"{p}{k.tag}", rep), bs, log_dir, checkout=k)
+        Container(
+            f"pool {p}{k.suffix}", p, out_topic(f"{p}{k.tag}", rep), bs, log_dir, checkout=k, partitions=args.partitions
+        )
         for p in pools
         for k in checkouts
     ]
     for i, variant in enumerate(args.variant):
         sets = tuple(variant.split(","))
         label = f"pool {max(pools)} {variant}"
-        containers.append(Container(label, max(pools), out_topic(f"v{i}", rep), bs, log_dir, sets))
+        containers.append(
+            Container(label, max(pools), out_topic(f"v{i}", rep), bs, log_dir, sets, partitions=args.partitions)
+        )
     for c in containers:
         c.commit_ms = COMMIT_MS * (len(containers) + len(pools))  # and a burn reference per pool size
 
@@ -278,6 +285,12 @@ def main(argv: list[str] | None = None) -> int:
     cores = os.cpu_count() or 1
     default_pools = "1,2,4" if cores > 2 else "1,2"
     ap.add_argument("--pools", default=default_pools, help=f"pool sizes to run (default {default_pools})")
+    ap.add_argument(
+        "--partitions",
+        type=int,
+        default=noop.PARTITIONS,
+        help=f"partitions of the input and output topics (default {noop.PARTITIONS}); 16 for a 16-core machine",
+    )
     ap.add_argument("--slice", type=float, default=1.0, help="seconds each runs in its turn (default 1)")
     ap.add_argument("--settle", type=float, default=0.2, help="seconds of a slice not measured (default 0.2)")
     ap.add_argument(
@@ -313,10 +326,11 @@ def main(argv: list[str] | None = None) -> int:
         bs = broker.bootstrap_servers
         broker_pid = broker.process.pid if broker.process is not None else None
         names = [f"{p}{k.tag}" for p in pools for k in checkouts] + [f"v{i}" for i in range(len(args.variant))]
-        noop.create_topics(bs, [noop.INPUT_TOPIC, *(out_topic(x, r) for x in names for r in range(reps))])
+        outs = [out_topic(x, r) for x in names for r in range(reps)]
+        noop.create_topics(bs, [noop.INPUT_TOPIC, *outs], partitions=args.partitions)
         avg = noop.produce_input(bs, n)
         print(
-            f"broker {bs} (tansu); input: {n} messages, {noop.PARTITIONS} partitions, {avg:.0f} B values; "
+            f"broker {bs} (tansu); input: {n} messages, {args.partitions} partitions, {avg:.0f} B values; "
             f"cpus: {cores}; task: {ITERATIONS} loop iterations = {per_message_us():.1f} µs a message here; "
             f"slices of {args.slice:g} s, the first {args.settle:g} s not measured"
         )
@@ -344,19 +358,22 @@ def main(argv: list[str] | None = None) -> int:
             rate = median(label, "rate")
             ratio = statistics.median(ratios(rounds, label, "pool 1"))
             print(f"{label:<34}{rate:>10,.0f}{ratio:>10.2f}{median(label, 'startup_s'):>7.2f}s")
-    if 2 in pools:
-        scaling = ratios(rounds, "pool 2", "pool 1")
-        ceilings = ratios(rounds, "burn x2", "burn x1")
+    for p in pools:
+        if p == 1:
+            continue
+        scaling = ratios(rounds, f"pool {p}", "pool 1")
+        ceilings = ratios(rounds, f"burn x{p}", "burn x1")
         if reps > 1:
-            print(f"\npool 2 / pool 1 by round: {by_round(scaling)}")
-            print(f"the machine's own 2 / 1 by round: {by_round(ceilings)}")
+            print(f"\npool {p} / pool 1 by round: {by_round(scaling)}")
+            print(f"the machine's own {p} / 1 by round: {by_round(ceilings)}")
         print(
-            f"\nthe machine's own scaling (the task's loop alone, 2 processes / 1, in the same slices): "
+            f"\nthe machine's own scaling (the task's loop alone, {p} processes / 1, in the same slices): "
             f"{statistics.median(ceilings):.2f}"
         )
         efficiency = statistics.median(r / c for r, c in zip(scaling, ceilings, strict=True))
-        print(f"samzamp's efficiency (pool 2 / pool 1 over the machine's own, by round): {efficiency:.2f}")
-        print(f"cpu scaling pool 2 / pool 1: {statistics.median(scaling):.2f} (target >= {TARGET})")
+        print(f"samzamp's efficiency (pool {p} / pool 1 over the machine's own, by round): {efficiency:.2f}")
+        target = f" (target >= {TARGET})" if p == 2 else ""
+        print(f"cpu scaling pool {p} / pool 1: {statistics.median(scaling):.2f}{target}")
     return 0
 
 

@@ -387,7 +387,7 @@ def by_cycle(res: dict[str, Contender], a: str, b: str) -> str:
 
 def report_round(res: dict[str, Contender], title: str, base: str, pairs: Sequence[tuple[str, str]] = ()) -> None:
     """One line per contender (rate, slices, CPU), then each runner's rate over ``base``'s (or, given
-    ``pairs``, each pair's first over its second) and burn x2 / burn x1, each with its per-cycle ratios."""
+    ``pairs``, each pair's first over its second) and each burn xK / burn x1, each with its per-cycle ratios."""
     width = max(8, *(len(label) for label in res))
     for label, c in res.items():
         burn = label.startswith("burn")
@@ -405,4 +405,6 @@ def report_round(res: dict[str, Contender], title: str, base: str, pairs: Sequen
     pairs = pairs or [(label, base) for label in res if not label.startswith("burn") and label != base]
     for a, b in pairs:
         print(f"{title}  {a} / {b}: {by_cycle(res, b, a)}")
-    print(f"{title}  burn x2 / burn x1: {by_cycle(res, 'burn x1', 'burn x2')}", flush=True)
+    for label in res:
+        if label.startswith("burn x") and label != "burn x1":
+            print(f"{title}  {label} / burn x1: {by_cycle(res, 'burn x1', label)}", flush=True)
