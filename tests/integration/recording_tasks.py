@@ -267,6 +267,20 @@ class CommitAtStoreCountTask(CheckpointedStoreCountTask):
             coordinator.commit()
 
 
+class DrainingCommitAtStoreCountTask(CommitAtStoreCountTask, DrainListenerTask):
+    """CommitAtStoreCountTask that records ``D <partition> 0`` on drain (the partition of the last
+    message it processed; -1 before any)."""
+
+    _partition = -1
+
+    def process(self, envelope, collector, coordinator) -> None:
+        self._partition = envelope.system_stream_partition.partition
+        super().process(envelope, collector, coordinator)
+
+    def on_drain(self, collector, coordinator) -> None:
+        self.record(f"D {self._partition} 0")
+
+
 class StorePadCountTask(StoreCountTask, _CheckpointRecorder):
     """StoreCountTask that also writes test.pad.bytes bytes per message into the store "pad" (its own
     key each), so that its stores keep growing: a job that fills a small disk. Records checkpoints

@@ -14,6 +14,7 @@ import shutil
 import signal
 import struct
 import subprocess
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -27,6 +28,7 @@ from kafka_util import (
     produce,
     read_checkpoint_records,
     records,
+    run_drain,
     wait_until,
     write_config,
 )
@@ -131,6 +133,74 @@ def test_the_task_processes_while_its_commit_writes_the_store_and_the_checkpoint
     assert recorded is not None
     assert str(recorded.offset) == last.state_markers["counts"]
     assert _counts(path) == {f"w{w}": n for w, n in Counter(i % WORDS for i in range(125)).items()}
+
+
+@pytest.mark.parametrize("pool", [1, 2], ids=["inline", "pool2"])
+def test_a_drain_while_a_commits_write_waits_runs_on_drain_and_the_final_commit_after_the_write(
+    broker, unique, tmp_path: Path, pool: int
+) -> None:
+    """A drain requested while a commit's store write waits: the task reaches its drain point, but
+    on_drain and the final commit wait for the write, so the last checkpoint covers every input with
+    the store on disk at its marker, and the container exits 0."""
+    bs = broker.bootstrap_servers
+    topic, job = f"in-{unique}", f"async-drain-{unique}"
+    create_topic(bs, topic, 1)
+    rec, state = tmp_path / "rec", tmp_path / "state"
+    rec.mkdir()
+    cfg = write_config(
+        tmp_path / "job.toml",
+        job_toml(
+            job,
+            "recording_tasks:DrainingCommitAtStoreCountTask",
+            topic,
+            rec,
+            counts_store(f"kafka.counts-log-{unique}"),
+            f'"job.logged.store.base.dir" = "{state}"',
+        ),
+    )
+    c = Container(
+        cfg,
+        bs,
+        f"job.container.thread.pool.size={pool}",
+        "task.commit.ms=600000",  # only the commits the task asks for
+        "test.commit.at=49,74",
+        "job.drain-monitor.poll.interval.ms=200",
+        log=tmp_path / "container.log",
+    )
+    c.wait_started()
+    path = store_dir(state, "counts", TASK)
+    produce(bs, topic, 1, 50)
+    wait_until(lambda: 49 in _kinds(rec, "K"), 60, "the checkpoint of offset 49", c)
+
+    held = WriterLock(path)
+    try:
+        produce(bs, topic, 1, 50, start=50)
+        wait_until(lambda: 99 in _kinds(rec, "P"), 60, "offset 99 processed", c)
+        assert 74 in _kinds(rec, "C")
+        assert 74 not in _kinds(rec, "K")
+        r = run_drain(cfg, bs)
+        assert r.returncode == 0, (r.stdout, r.stderr)
+        wait_until(lambda: "drain point:" in c.log_text(), 60, "the drain to begin", c)
+        # Nothing marks a drain that waits for a write, so what must not happen is watched for a
+        # while: 2 s, ten drain-monitor intervals, far more than on_drain takes once it may run.
+        deadline = time.monotonic() + 2.0
+        while time.monotonic() < deadline:
+            assert not records(rec, "D"), "on_drain ran while a commit's store write waited"
+            assert c.alive(), c.log_text()[-3000:]
+            time.sleep(0.05)
+        assert 74 not in _kinds(rec, "K")
+    finally:
+        held.release()
+    assert c.proc.wait(timeout=60) == 0, c.log_text()[-3000:]
+    seen = [(k, o) for k, _, o in records(rec, "PCKD")]
+    assert [k for k, _ in seen].count("D") == 1
+    assert seen.index(("P", 99)) < seen.index(("K", 74)) < seen.index(("D", 0))
+    last = read_checkpoint_records(bs, job)[-1]
+    assert [o.offset for o in last.input_offsets] == [99]
+    recorded = read_offset_file(path)
+    assert recorded is not None
+    assert str(recorded.offset) == last.state_markers["counts"]
+    assert _counts(path) == {f"w{w}": n for w, n in Counter(i % WORDS for i in range(100)).items()}
 
 
 def _tmpfs_wrapper(mount: Path, size: str) -> list[str]:
