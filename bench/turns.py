@@ -388,6 +388,12 @@ def by_cycle(res: dict[str, Contender], a: str, b: str) -> str:
 def report_round(res: dict[str, Contender], title: str, base: str, pairs: Sequence[tuple[str, str]] = ()) -> None:
     """One line per contender (rate, slices, CPU), then each runner's rate over ``base``'s (or, given
     ``pairs``, each pair's first over its second) and each burn xK / burn x1, each with its per-cycle ratios."""
+    unmeasured = [label for label, c in res.items() if not c.running_s]
+    if unmeasured:
+        raise SystemExit(
+            f"{title}: no measured slice for {', '.join(unmeasured)}: the input ran out within the "
+            "warm-up cycle; give more --messages"
+        )
     width = max(8, *(len(label) for label in res))
     for label, c in res.items():
         burn = label.startswith("burn")
