@@ -166,9 +166,11 @@ class TaskInstance(TaskBase):
         # The deadline bounds the run's process time (decoding aside, which the limit bounds).
         budget_ns = deadline_ns - time.monotonic_ns()
         try:
-            # The buffer holds messages only (never packed runs: see ``dispatch``).
+            # The buffer holds messages only (never packed runs: see ``dispatch``), so its length
+            # ends the run on a count rather than on popleft's IndexError (an exception per run).
             next_raw = cast("Callable[[], RawMessage]", buffer.popleft)
-            outcome = rt.process_run(rt.index_of[ssp], next_raw, limit, budget_ns if budget_ns > 0 else 0)
+            run = min(limit, len(buffer))
+            outcome = rt.process_run(rt.index_of[ssp], next_raw, run, budget_ns if budget_ns > 0 else 0)
         except Exception as e:
             self._on_abort(e)
             outcome = -1
