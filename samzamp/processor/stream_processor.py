@@ -95,7 +95,7 @@ class StreamProcessor:
         self.settings = settings
         self.metrics = MetricsRegistry()
         self.restores = RestoreProgress(self.metrics)  # every restore of this processor, as one view
-        self.systems = Systems(settings, inmemory)
+        self.systems = Systems(settings, inmemory, self.metrics)
         self.pool: WorkerPool | None = None
         self.container: SamzaContainer | None = None
         self.metadata: CoordinatorStreamStore | None = None

@@ -15,7 +15,8 @@ from samzamp.api.envelope import SystemStream
 from samzamp.api.errors import ConfigError, SystemFailureError
 from samzamp.config.application import ApplicationPlan
 from samzamp.config.settings import JobSettings
-from samzamp.config.system_kinds import INMEMORY
+from samzamp.config.system_kinds import INMEMORY, KAFKA
+from samzamp.metrics.registry import MetricsRegistry
 from samzamp.systems.base import GroupOffsetCommitter, SystemAdmin, SystemConsumer, SystemProducer
 from samzamp.systems.factory import Place, System
 from samzamp.systems.registry import open_system
@@ -40,9 +41,16 @@ class Systems:
     when a store first needs them) and a consumer factory. ``start`` connects, ``stop`` flushes
     and closes (and stops the embedded broker)."""
 
-    def __init__(self, settings: JobSettings, inmemory: dict[str, InMemoryStreams] | None = None) -> None:
-        """``inmemory``: the in-memory systems' streams, by system (``samzamp.testing`` hands its own in)."""
+    def __init__(
+        self,
+        settings: JobSettings,
+        inmemory: dict[str, InMemoryStreams] | None = None,
+        metrics: MetricsRegistry | None = None,
+    ) -> None:
+        """``inmemory``: the in-memory systems' streams, by system (``samzamp.testing`` hands its own in).
+        ``metrics``: where the producers' waits for room are timed (``samzamp.systems.kafka.buffer_waits``)."""
         self.settings = settings
+        self.metrics = metrics
         self.inmemory: dict[str, InMemoryStreams] = inmemory if inmemory is not None else {}
         self._place = Place(embedded=True, shared={INMEMORY.name: self.inmemory})
         self._opened: dict[str, System] = {}  # by name: each system's clients, made by its kind's factory
@@ -64,6 +72,10 @@ class Systems:
                 self.kafka[name] = system.changelog_clients()
             self.admins[name] = system.admin()
             self.producers[name] = system.producer()
+            if self.metrics is not None and s.kind is KAFKA:
+                from samzamp.systems.kafka.buffer_waits import time_buffer_waits
+
+                time_buffer_waits(self.metrics, [self.producers[name]])
             if name == st.checkpoint_system:
                 self.checkpoint_producer = system.checkpoint_producer(self.producers[name])
 
@@ -102,6 +114,10 @@ class Systems:
             from samzamp.systems.kafka.changelog import changelog_producers
 
             self._changelog_producers = changelog_producers(self.settings, self.kafka)
+            if self.metrics is not None:
+                from samzamp.systems.kafka.buffer_waits import time_buffer_waits
+
+                time_buffer_waits(self.metrics, changelogs=self._changelog_producers.values())
         return self._changelog_producers
 
     def worker_config(self) -> dict[str, Any]:

@@ -152,6 +152,7 @@ class Worker:
 
     # -- set-up -------------------------------------------------------------------------------
     def start(self) -> None:
+        from samzamp.systems.kafka.buffer_waits import time_buffer_waits
         from samzamp.systems.kafka.changelog import changelog_producers
 
         st = self.settings
@@ -177,6 +178,7 @@ class Worker:
             )
         self.task_class = job_task_class(st)
         self.changelogs = changelog_producers(st, self.kafka)
+        time_buffer_waits(self.metrics, self.producers.values(), self.changelogs.values())
 
     def _add_task(self, frame: f.AddTask) -> None:
         """Take task ``frame.model`` on: build its runtime, restore its stores, init it; answer

@@ -170,3 +170,44 @@ def test_an_output_over_message_max_bytes_fails_the_task_naming_task_ssp_and_off
     assert BEFORE not in run.processed(POISONED)
     checkpointed = _checkpointed(bs, run.job)
     assert checkpointed[POISONED] == BEFORE - 1, f"checkpointed past the poison: {checkpointed}"
+
+
+@POOLS
+def test_sends_held_back_by_a_full_producer_queue_are_timed_in_the_containers_metrics(
+    broker, unique, tmp_path: Path, pool: int
+) -> None:
+    """An output producer whose local queue holds one message: each send finds the last one not yet
+    acknowledged and waits for it, so the sends that waited are counted in the container's
+    SystemProducersMetrics producer-buffer-wait-ns, wherever the task ran, and every output arrives."""
+    bs = broker.bootstrap_servers
+    job, topic, out = f"bufwait-{unique}", f"in-{unique}", f"out-{unique}"
+    create_topic(bs, topic, PARTITIONS)
+    create_topic(bs, out, PARTITIONS)
+    _seed(bs, topic, 0, BEFORE)
+    cfg, _ = _job(tmp_path, job, topic, out)
+    c = Container(
+        cfg,
+        bs,
+        f"job.container.thread.pool.size={pool}",
+        "systems.kafka.producer.queue.buffering.max.messages=1",
+        "systems.kafka.producer.linger.ms=0",
+        "metrics.log.interval.ms=200",
+        log=tmp_path / "container.log",
+    )
+    wanted = {f"m{p}-{i}" for p in range(PARTITIONS) for i in range(BEFORE)}
+    wait_until(
+        lambda: {m.value().decode() for m in read_all(bs, out, list(range(PARTITIONS)))} >= wanted,
+        60,
+        "every output delivered",
+        c,
+    )
+
+    def waits() -> dict[str, int]:
+        reports = [m.get("SystemProducersMetrics", {}).get("producer-buffer-wait-ns") for m in _metrics(c)]
+        return next((r for r in reversed(reports) if r and r["count"] > 0), {})
+
+    wait_until(lambda: bool(waits()), 30, "producer-buffer-wait-ns counted in a metrics report", c)
+    timed = waits()
+    assert 1 <= timed["count"] <= PARTITIONS * BEFORE  # at most one per send that waited
+    assert 0 < timed["avg"] <= timed["max"]
+    assert c.stop() == 0, c.log_text()[-3000:]

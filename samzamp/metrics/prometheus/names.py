@@ -34,6 +34,8 @@ A group's per-instance part and a name's per-SSP, per-store or per-operator part
     SystemProducersMetrics                            samza_producer_*
       serialization error                             samza_producer_serialization_errors_total
       producer-send-failed                            samza_producer_send_failed_total
+      producer-buffer-wait-ns (timer)                 samza_producer_buffer_wait_seconds, ..._max_seconds
+      changelog-buffer-wait-ns (timer)                samza_producer_changelog_buffer_wait_seconds, ...
     OffsetManagerMetrics
       <ssp>-checkpointed-offset                       samza_offset_manager_checkpointed_offset{system,...}
     WorkerPool-<i>                                    samza_worker_*{worker}
@@ -233,6 +235,18 @@ _FIXED: dict[tuple[str, str], tuple[str, Kind, float, str]] = {
         "Outputs that could not be serialized (dropped with task.drop.serialization.errors).",
     ),
     ("producer", "producer-send-failed"): ("send_failed", "counter", 1, "Outputs the system refused."),
+    ("producer", "producer-buffer-wait-ns"): (
+        "buffer_wait",
+        "timer",
+        NS,
+        "Sends that waited for room in a Kafka producer's local queue, and how long: back-pressure from the broker.",
+    ),
+    ("producer", "changelog-buffer-wait-ns"): (
+        "changelog_buffer_wait",
+        "timer",
+        NS,
+        "Store writes that waited for room in the changelog producer's local queue, and how long.",
+    ),
     ("worker", "pid"): ("pid", "gauge", 1, "The worker process's pid."),
     ("worker", "messages-processed"): ("messages_processed", "counter", 1, "Messages the worker processed."),
     ("worker", "busy-ns"): ("busy_seconds", "counter", NS, "Time the worker spent processing."),

@@ -26,6 +26,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaExcepti
 
 from samzamp._deliveries import Deliveries
 from samzamp.api.errors import SystemFailureError
+from samzamp.api.metrics import Timer
 from samzamp.systems.kafka.assign import assign
 from samzamp.systems.kafka.client_config import EOF_READER, KafkaClientSettings, client_config
 from samzamp.systems.kafka.codes import AUTO_OFFSET_RESET, PARTITION_EOF
@@ -78,7 +79,12 @@ class ChangelogProducer:
     needs). Failures are kept per changelog partition, which is per task: the tasks of a process
     share this producer, and each task's commit must see the failures of its own writes, never lose
     them to another task's commit.
+
+    ``waits``, when its host sets one, times each send that found the local queue full, until the
+    queue took it: how long the broker held a store's writes back.
     """
+
+    waits: Timer | None = None
 
     def __init__(self, clients: KafkaClientSettings) -> None:
         self._deliveries = Deliveries()
@@ -95,12 +101,21 @@ class ChangelogProducer:
             self._producer.poll(0.1)
 
     def send(self, topic: str, partition: int, key: bytes, value: bytes | None) -> None:
+        try:
+            self._produce(topic, value, key, partition)
+            return
+        except BufferError:
+            pass
+        full_since = time.monotonic_ns()
         while True:
+            self._producer.poll(0.01)
             try:
                 self._produce(topic, value, key, partition)
-                return
+                break
             except BufferError:
-                self._producer.poll(0.01)
+                continue
+        if self.waits is not None:
+            self.waits.update(time.monotonic_ns() - full_since)
 
     def flush(self, timeout_s: float) -> int:
         return int(self._producer.flush(timeout_s))

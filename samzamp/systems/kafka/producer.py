@@ -11,6 +11,7 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException, Producer
 
 from samzamp.api.errors import SystemFailureError
+from samzamp.api.metrics import Timer
 from samzamp.systems.base import KeyedSend
 from samzamp.systems.kafka.client_config import ClientKind, KafkaClientSettings, client_config
 from samzamp.systems.partitioner import murmur2_partition
@@ -61,7 +62,13 @@ class KafkaSystemProducer:
     librdkafka reports only failed deliveries (delivery.report.only.error): one Python callback per
     message would cost more than the rest of the send path. A commit learns that its outputs are
     durable from ``flush`` (every queued message acknowledged or failed) and ``take_errors``.
+
+    ``waits``, when its host sets one, times each send that found the local queue full, from then
+    until the queue took it (Kafka's producer has the like: bufferpool-wait-time): how long the
+    broker held a task back.
     """
+
+    waits: Timer | None = None
 
     def __init__(self, clients: KafkaClientSettings, kind: ClientKind = "producer") -> None:
         conf = client_config(clients, kind, OUTPUT_PRODUCER_DEFAULTS, {"on_delivery": self._on_delivery})
@@ -115,18 +122,23 @@ class KafkaSystemProducer:
         elif partition is None:
             assert partition_key is not None
             partition = murmur2_partition(partition_key, self._partition_count(stream))
+        full_since = 0
         while True:
             try:
                 if partition is None:
                     self._produce(stream, value, key)
                 else:
                     self._produce(stream, value, key, partition)
-                return
+                break
             except BufferError:
                 # Back-pressure: the local queue is full; the delivery thread is draining it.
+                if not full_since:
+                    full_since = time.monotonic_ns()
                 time.sleep(0.001)
             except Exception as e:
                 raise self._refused(stream, key, value, e) from e
+        if full_since and self.waits is not None:
+            self.waits.update(time.monotonic_ns() - full_since)
 
     def _refused(self, stream: str, key: bytes | None, value: bytes | None, error: Exception) -> SystemFailureError:
         """``produce`` refused one message (not back-pressure): why, in the words a user can act on."""
