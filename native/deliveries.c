@@ -108,19 +108,20 @@ static int add_offset(entry_t *e, long long offset) {
     return 0;
 }
 
-/* A parsed (topic, partition) argument pair; -1 with an exception set if they are not str and int. */
-static int parse_tp(PyObject *const *args, Py_ssize_t nargs, const char *name, long *partition) {
+/* The entry of method ``name``'s (topic, partition) arguments: NULL with no exception set if there is
+ * none, NULL with an exception set if the arguments are not a str and an int. */
+static entry_t *find_args(Deliveries *self, PyObject *const *args, Py_ssize_t nargs, const char *name) {
     if (nargs != 2) {
         PyErr_Format(PyExc_TypeError, "%s() takes 2 arguments (topic, partition), %zd given", name, nargs);
-        return -1;
+        return NULL;
     }
     if (!PyUnicode_Check(args[0])) {
         PyErr_Format(PyExc_TypeError, "%s(): topic must be str", name);
-        return -1;
+        return NULL;
     }
-    *partition = PyLong_AsLong(args[1]);
-    if (*partition == -1 && PyErr_Occurred()) return -1;
-    return 0;
+    long partition = PyLong_AsLong(args[1]);
+    if (partition == -1 && PyErr_Occurred()) return NULL;
+    return find(self, args[0], partition);
 }
 
 /* The callback: (err, msg). */
@@ -185,9 +186,7 @@ done:
 }
 
 static PyObject *Deliveries_newest(Deliveries *self, PyObject *const *args, Py_ssize_t nargs) {
-    long partition;
-    if (parse_tp(args, nargs, "newest", &partition) < 0) return NULL;
-    entry_t *e = find(self, args[0], partition);
+    entry_t *e = find_args(self, args, nargs, "newest");
     if (e == NULL) {
         if (PyErr_Occurred()) return NULL;
         Py_RETURN_NONE;
@@ -205,9 +204,7 @@ static int cmp_runs(const void *a, const void *b) {
 }
 
 static PyObject *Deliveries_take_acked(Deliveries *self, PyObject *const *args, Py_ssize_t nargs) {
-    long partition;
-    if (parse_tp(args, nargs, "take_acked", &partition) < 0) return NULL;
-    entry_t *e = find(self, args[0], partition);
+    entry_t *e = find_args(self, args, nargs, "take_acked");
     if (e == NULL) {
         if (PyErr_Occurred()) return NULL;
         return PyList_New(0);
@@ -229,9 +226,7 @@ static PyObject *Deliveries_take_acked(Deliveries *self, PyObject *const *args, 
 }
 
 static PyObject *Deliveries_take_errors(Deliveries *self, PyObject *const *args, Py_ssize_t nargs) {
-    long partition;
-    if (parse_tp(args, nargs, "take_errors", &partition) < 0) return NULL;
-    entry_t *e = find(self, args[0], partition);
+    entry_t *e = find_args(self, args, nargs, "take_errors");
     if (e == NULL || e->errors == NULL) {
         if (PyErr_Occurred()) return NULL;
         return PyList_New(0);

@@ -65,74 +65,94 @@ def _kinds(rec: Path, kind: str) -> list[int]:
     return [o for k, _, o in records(rec, kind)]
 
 
+class _CountingJob:
+    """A store-counting job of one input partition whose task asks for a commit after each offset in
+    ``commit_at``, started with no timed commit and run until its checkpoint of offset 49."""
+
+    def __init__(
+        self, broker, unique: str, tmp_path: Path, pool: int, task: str, commit_at: str, *overrides: str
+    ) -> None:
+        self.bs = broker.bootstrap_servers
+        self.topic, self.job = f"in-{unique}", f"async-{unique}"
+        create_topic(self.bs, self.topic, 1)
+        self.rec, state = tmp_path / "rec", tmp_path / "state"
+        self.rec.mkdir()
+        self.cfg = write_config(
+            tmp_path / "job.toml",
+            job_toml(
+                self.job,
+                f"recording_tasks:{task}",
+                self.topic,
+                self.rec,
+                counts_store(f"kafka.counts-log-{unique}"),
+                f'"job.logged.store.base.dir" = "{state}"',
+            ),
+        )
+        self.c = Container(
+            self.cfg,
+            self.bs,
+            f"job.container.thread.pool.size={pool}",
+            "task.commit.ms=600000",  # only the commits the task asks for
+            f"test.commit.at={commit_at}",
+            *overrides,
+            log=tmp_path / "container.log",
+        )
+        self.c.wait_started()
+        self.path = store_dir(state, "counts", TASK)
+        produce(self.bs, self.topic, 1, 50)
+        wait_until(lambda: 49 in _kinds(self.rec, "K"), 60, "the checkpoint of offset 49", self.c)
+
+    def process_past_the_commit_at_74(self) -> None:
+        """Offsets 50 to 99 in, with LMDB's writer lock held by the caller: the commit asked for at 74
+        sets the store's writes aside and lets the task go on; their write waits for the lock, and
+        so does the checkpoint."""
+        produce(self.bs, self.topic, 1, 50, start=50)
+        wait_until(lambda: 99 in _kinds(self.rec, "P"), 60, "offset 99 processed", self.c)
+        assert 74 in _kinds(self.rec, "C")
+        assert 74 not in _kinds(self.rec, "K")
+
+    def assert_exited_with_every_input_checkpointed(self, n: int) -> None:
+        """The container exits 0; its last checkpoint covers the ``n`` inputs, with the store on disk
+        at that checkpoint's marker and its counts exact."""
+        assert self.c.proc.wait(timeout=60) == 0, self.c.log_text()[-3000:]
+        last = read_checkpoint_records(self.bs, self.job)[-1]
+        assert [o.offset for o in last.input_offsets] == [n - 1]
+        recorded = read_offset_file(self.path)
+        assert recorded is not None
+        assert str(recorded.offset) == last.state_markers["counts"]
+        assert _counts(self.path) == {f"w{w}": k for w, k in Counter(i % WORDS for i in range(n)).items()}
+
+
 @pytest.mark.parametrize("pool", [1, 2], ids=["inline", "pool2"])
 def test_the_task_processes_while_its_commit_writes_the_store_and_the_checkpoint_and_a_stop_wait_for_it(
     broker, unique, tmp_path: Path, pool: int
 ) -> None:
-    bs = broker.bootstrap_servers
-    topic, job = f"in-{unique}", f"async-commit-{unique}"
-    create_topic(bs, topic, 1)
-    rec, state = tmp_path / "rec", tmp_path / "state"
-    rec.mkdir()
-    cfg = write_config(
-        tmp_path / "job.toml",
-        job_toml(
-            job,
-            "recording_tasks:CommitAtStoreCountTask",
-            topic,
-            rec,
-            counts_store(f"kafka.counts-log-{unique}"),
-            f'"job.logged.store.base.dir" = "{state}"',
-        ),
-    )
-    c = Container(
-        cfg,
-        bs,
-        f"job.container.thread.pool.size={pool}",
-        "task.commit.ms=600000",  # only the commits the task asks for
-        "test.commit.at=49,74,124",
-        log=tmp_path / "container.log",
-    )
-    c.wait_started()
-    path = store_dir(state, "counts", TASK)
-    produce(bs, topic, 1, 50)
-    wait_until(lambda: 49 in _kinds(rec, "K"), 60, "the checkpoint of offset 49", c)
-
-    # The commit asked for at 74 sets the store's writes aside and lets the task go on; their write
-    # waits for the lock, and so does the checkpoint.
-    held = WriterLock(path)
+    run = _CountingJob(broker, unique, tmp_path, pool, "CommitAtStoreCountTask", "49,74,124")
+    bs, rec, c = run.bs, run.rec, run.c
+    held = WriterLock(run.path)
     try:
-        produce(bs, topic, 1, 50, start=50)
-        wait_until(lambda: 99 in _kinds(rec, "P"), 60, "offset 99 processed", c)
-        assert 74 in _kinds(rec, "C")
-        assert 74 not in _kinds(rec, "K")
-        assert all(o.offset < 74 for cp in read_checkpoint_records(bs, job) for o in cp.input_offsets)
+        run.process_past_the_commit_at_74()
+        assert all(o.offset < 74 for cp in read_checkpoint_records(bs, run.job) for o in cp.input_offsets)
     finally:
         held.release()
     wait_until(lambda: 74 in _kinds(rec, "K"), 60, "the checkpoint of offset 74", c)
     seen = [(k, o) for k, _, o in records(rec, "PCK")]
     assert seen.index(("C", 74)) < seen.index(("P", 99)) < seen.index(("K", 74))
-    cp = next(cp for cp in read_checkpoint_records(bs, job) if [o.offset for o in cp.input_offsets] == [74])
+    cp = next(cp for cp in read_checkpoint_records(bs, run.job) if [o.offset for o in cp.input_offsets] == [74])
     assert int(cp.state_markers["counts"]) >= 0
 
     # A stop while a commit's write waits: the container's final commit comes after it, and its
     # checkpoint covers every input, with the store on disk at its marker.
-    held = WriterLock(path)
+    held = WriterLock(run.path)
     try:
-        produce(bs, topic, 1, 25, start=100)
+        produce(bs, run.topic, 1, 25, start=100)
         wait_until(lambda: 124 in _kinds(rec, "P"), 60, "offset 124 processed", c)
         c.proc.send_signal(signal.SIGTERM)
         wait_until(lambda: "shutting down" in c.log_text(), 60, "the container to begin its stop", c)
         assert 124 not in _kinds(rec, "K")
     finally:
         held.release()
-    assert c.proc.wait(timeout=60) == 0, c.log_text()[-3000:]
-    last = read_checkpoint_records(bs, job)[-1]
-    assert [o.offset for o in last.input_offsets] == [124]
-    recorded = read_offset_file(path)
-    assert recorded is not None
-    assert str(recorded.offset) == last.state_markers["counts"]
-    assert _counts(path) == {f"w{w}": n for w, n in Counter(i % WORDS for i in range(125)).items()}
+    run.assert_exited_with_every_input_checkpointed(125)
 
 
 @pytest.mark.parametrize("pool", [1, 2], ids=["inline", "pool2"])
@@ -142,43 +162,20 @@ def test_a_drain_while_a_commits_write_waits_runs_on_drain_and_the_final_commit_
     """A drain requested while a commit's store write waits: the task reaches its drain point, but
     on_drain and the final commit wait for the write, so the last checkpoint covers every input with
     the store on disk at its marker, and the container exits 0."""
-    bs = broker.bootstrap_servers
-    topic, job = f"in-{unique}", f"async-drain-{unique}"
-    create_topic(bs, topic, 1)
-    rec, state = tmp_path / "rec", tmp_path / "state"
-    rec.mkdir()
-    cfg = write_config(
-        tmp_path / "job.toml",
-        job_toml(
-            job,
-            "recording_tasks:DrainingCommitAtStoreCountTask",
-            topic,
-            rec,
-            counts_store(f"kafka.counts-log-{unique}"),
-            f'"job.logged.store.base.dir" = "{state}"',
-        ),
-    )
-    c = Container(
-        cfg,
-        bs,
-        f"job.container.thread.pool.size={pool}",
-        "task.commit.ms=600000",  # only the commits the task asks for
-        "test.commit.at=49,74",
+    run = _CountingJob(
+        broker,
+        unique,
+        tmp_path,
+        pool,
+        "DrainingCommitAtStoreCountTask",
+        "49,74",
         "job.drain-monitor.poll.interval.ms=200",
-        log=tmp_path / "container.log",
     )
-    c.wait_started()
-    path = store_dir(state, "counts", TASK)
-    produce(bs, topic, 1, 50)
-    wait_until(lambda: 49 in _kinds(rec, "K"), 60, "the checkpoint of offset 49", c)
-
-    held = WriterLock(path)
+    rec, c = run.rec, run.c
+    held = WriterLock(run.path)
     try:
-        produce(bs, topic, 1, 50, start=50)
-        wait_until(lambda: 99 in _kinds(rec, "P"), 60, "offset 99 processed", c)
-        assert 74 in _kinds(rec, "C")
-        assert 74 not in _kinds(rec, "K")
-        r = run_drain(cfg, bs)
+        run.process_past_the_commit_at_74()
+        r = run_drain(run.cfg, run.bs)
         assert r.returncode == 0, (r.stdout, r.stderr)
         wait_until(lambda: "drain point:" in c.log_text(), 60, "the drain to begin", c)
         # Nothing marks a drain that waits for a write, so what must not happen is watched for a
@@ -191,16 +188,10 @@ def test_a_drain_while_a_commits_write_waits_runs_on_drain_and_the_final_commit_
         assert 74 not in _kinds(rec, "K")
     finally:
         held.release()
-    assert c.proc.wait(timeout=60) == 0, c.log_text()[-3000:]
+    run.assert_exited_with_every_input_checkpointed(100)
     seen = [(k, o) for k, _, o in records(rec, "PCKD")]
     assert [k for k, _ in seen].count("D") == 1
     assert seen.index(("P", 99)) < seen.index(("K", 74)) < seen.index(("D", 0))
-    last = read_checkpoint_records(bs, job)[-1]
-    assert [o.offset for o in last.input_offsets] == [99]
-    recorded = read_offset_file(path)
-    assert recorded is not None
-    assert str(recorded.offset) == last.state_markers["counts"]
-    assert _counts(path) == {f"w{w}": n for w, n in Counter(i % WORDS for i in range(100)).items()}
 
 
 def _tmpfs_wrapper(mount: Path, size: str) -> list[str]:

@@ -103,9 +103,11 @@ class ChangelogProducer:
     def send(self, topic: str, partition: int, key: bytes, value: bytes | None) -> None:
         try:
             self._produce(topic, value, key, partition)
-            return
-        except BufferError:
-            pass
+        except BufferError:  # the local queue is full
+            self._send_when_room(topic, partition, key, value)
+
+    def _send_when_room(self, topic: str, partition: int, key: bytes, value: bytes | None) -> None:
+        """Send once deliveries made room in the local queue; the wait is timed in ``waits``."""
         full_since = time.monotonic_ns()
         while True:
             self._producer.poll(0.01)
@@ -113,7 +115,7 @@ class ChangelogProducer:
                 self._produce(topic, value, key, partition)
                 break
             except BufferError:
-                continue
+                pass
         if self.waits is not None:
             self.waits.update(time.monotonic_ns() - full_since)
 
