@@ -78,6 +78,7 @@ from turns import (
     SAMPLE_S,
     Contender,
     Runner,
+    add_variant_argument,
     by_round,
     median_of,
     ratios,
@@ -296,13 +297,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--set", action="append", default=[], metavar="KEY=VALUE", help="a config override for every container"
     )
-    ap.add_argument(
-        "--variant",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE[,KEY=VALUE]",
-        help="also run the largest pool size with these overrides, in the same turns (an A/B of settings)",
-    )
+    add_variant_argument(ap)
     ap.add_argument(
         "--base",
         metavar="DIR",

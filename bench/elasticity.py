@@ -31,6 +31,10 @@ each pool against the plain loop. Every output must be written and each contende
 SIGTERM. With BENCH_THREADS=1, each thread's share of its slices; with BENCH_LOG_DIR, the logs are kept.
 
     .venv/bin/python bench/elasticity.py [--messages N] [--repeat R] [--pools 1,2[,4]] [--slice S]
+                                         [--variant KEY=VALUE[,KEY=VALUE]]
+
+``--variant`` runs the largest pool size once more with those config overrides, in the same turns,
+labelled with them: an A/B of settings on one broker and in the same phases of the machine.
 """
 
 from __future__ import annotations
@@ -52,6 +56,7 @@ from turns import (
     SAMPLE_S,
     Contender,
     Runner,
+    add_variant_argument,
     bench_env,
     by_round,
     median_of,
@@ -113,15 +118,21 @@ def run_round(
     """Start a container per pool size (factor = pool size), the plain loop and the burn references, let
     them take turns until one wrote 90% of its outputs, then let the containers and the loop finish."""
     log_dir = Path(os.environ.get("BENCH_LOG_DIR") or workdir)
-    containers = [Runner(label(p), f"bench-elastic-out-{p}-{rep}", bs, log_dir) for p in pools]
+    # (runner, pool size, the variant's overrides)
+    containers = [(Runner(label(p), f"bench-elastic-out-{p}-{rep}", bs, log_dir), p, ()) for p in pools]
+    top = max(pools)
+    containers += [
+        (Runner(f"{label(top)} {v}", f"bench-elastic-out-v{i}-{rep}", bs, log_dir), top, tuple(v.split(",")))
+        for i, v in enumerate(args.variant)
+    ]
     plain = Runner(PLAIN, f"bench-elastic-out-plain-{rep}", bs, log_dir)
-    runners = [*containers, plain]
+    runners = [*(c for c, _, _ in containers), plain]
     commit_ms = COMMIT_MS * (len(runners) + len(pools))  # a burn reference per pool size
 
     def launch() -> None:
-        for pool, c in zip(pools, containers, strict=True):
+        for c, pool, sets in containers:
             config = job_toml(c.out_topic, pool, rep, commit_ms, input_topic=INPUT_TOPIC, factor=pool)
-            start_container(c, config, bs, workdir)
+            start_container(c, config, bs, workdir, sets)
         code = "import sys, elasticity; elasticity.plain_loop(*sys.argv[1:])"
         plain.start([sys.executable, "-c", code, bs, plain.out_topic], bench_env(plain.out_topic))
 
@@ -146,6 +157,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--set", action="append", default=[], metavar="KEY=VALUE", help="a config override for every container"
     )
+    add_variant_argument(ap)
     args = ap.parse_args(argv)
     if not 0 <= args.settle < args.slice - 3 * SAMPLE_S:
         ap.error("--settle must leave at least 3 samples of each slice")
@@ -163,7 +175,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         bs = broker.bootstrap_servers
         broker_pid = broker.process.pid if broker.process is not None else None
-        outs = [f"bench-elastic-out-{p}-{r}" for p in [*pools, PLAIN] for r in range(reps)]
+        variants = [f"v{i}" for i in range(len(args.variant))]
+        outs = [f"bench-elastic-out-{p}-{r}" for p in [*pools, *variants, PLAIN] for r in range(reps)]
         noop.create_topics(bs, [INPUT_TOPIC], partitions=1)
         noop.create_topics(bs, outs)
         avg = noop.produce_input(bs, n, INPUT_TOPIC)
@@ -179,11 +192,11 @@ def main(argv: list[str] | None = None) -> int:
                 report_round(res, f"round {r + 1}/{reps}", BASE)
     finally:
         broker.stop()
-    report(rounds, pools)
+    report(rounds, pools, args.variant)
     return 0
 
 
-def report(rounds: list[dict[str, Contender]], pools: list[int]) -> None:
+def report(rounds: list[dict[str, Contender]], pools: list[int], variants: list[str]) -> None:
     """The medians over the rounds, and the ratios the benchmark is for."""
 
     def median(key: str, attr: str) -> float:
@@ -196,7 +209,7 @@ def report(rounds: list[dict[str, Contender]], pools: list[int]) -> None:
     print()
     title = "cpu job, 1 partition, " + (f"median of {reps}" if reps > 1 else "1 round")
     print(f"{title:<40}{'msg/s':>10}{'x pool 1':>10}{'x plain':>9}{'start':>8}")
-    for key in [*map(label, pools), PLAIN]:
+    for key in [*map(label, pools), *(f"{label(max(pools))} {v}" for v in variants), PLAIN]:
         print(
             f"{key:<40}{median(key, 'rate'):>10,.0f}{statistics.median(ratios(key, BASE)):>10.2f}"
             f"{statistics.median(ratios(key, PLAIN)):>9.2f}{median(key, 'startup_s'):>7.2f}s"

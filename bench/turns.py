@@ -21,6 +21,7 @@ measurements behind this and how a slice is measured.
 
 from __future__ import annotations
 
+import argparse
 import bisect
 import mmap
 import os
@@ -38,6 +39,9 @@ from typing import Any
 import noop
 
 SAMPLE_S = 0.1
+# How long ``Runner.finish`` waits for a runner's outputs (BENCH_FINISH_TIMEOUT_S): a machine lent for
+# minutes wants a short one, to learn which outputs are missing before its time runs out.
+FINISH_TIMEOUT_S = float(os.environ.get("BENCH_FINISH_TIMEOUT_S", "600"))
 
 
 def slope(samples: list[tuple[float, int]]) -> float:
@@ -183,12 +187,18 @@ class Runner:
         """Let it run to the end: every output written, then SIGTERM, exit 0, and no output lost. Then
         its rate: the outputs it wrote in the measured part of each slice (``count_measured``)."""
         assert self.proc is not None
-        times = noop.output_times(bs, self.out_topic, n, timeout_s=600, partitions=self.partitions)
+        times = noop.output_times(bs, self.out_topic, n, timeout_s=FINISH_TIMEOUT_S, partitions=self.partitions)
         written = len(times)
         self.count_measured(times)
         if written < n:
             self.check_alive()
-            raise SystemExit(f"{self.label}: only {written}/{n} outputs")
+            # Tell a hole in the log (offsets the broker skipped) from outputs never written.
+            ends = noop.OutputWatch(bs, self.out_topic, self.partitions).offsets()
+            again = len(noop.output_times(bs, self.out_topic, n, timeout_s=30, partitions=self.partitions))
+            raise SystemExit(
+                f"{self.label}: only {written}/{n} outputs ({again} on a second read; ListOffsets per "
+                f"partition: {ends})"
+            )
         self.proc.send_signal(signal.SIGTERM)
         try:
             self.proc.wait(timeout=120)
@@ -314,6 +324,17 @@ def take_turns(
         for r in runners:
             r.check_alive()
         cycle += 1
+
+
+def add_variant_argument(ap: argparse.ArgumentParser) -> None:
+    """``--variant``: the largest pool size once more with config overrides, in the same turns."""
+    ap.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE[,KEY=VALUE]",
+        help="also run the largest pool size with these overrides, in the same turns (an A/B of settings)",
+    )
 
 
 def run_to_end(runners: list[Runner], bs: str, n: int) -> None:
