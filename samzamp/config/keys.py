@@ -305,7 +305,12 @@ KEYS: tuple[KeySpec, ...] = (
         65536,
     ),
     KeySpec(
-        "task.fetch.threshold", "int", 50000, "Messages buffered in the container before polling stops.", 1, 10_000_000
+        "task.fetch.threshold",
+        "int",
+        50000,
+        "Messages buffered in the container before polling stops (up to twice that while a lane is dry).",
+        1,
+        10_000_000,
     ),
     KeySpec(
         "task.transactional.state.restore.enabled",

@@ -1,14 +1,18 @@
 """Back-pressure: before each poll, whether to poll at all, and which partitions to pause or resume.
 
-The bound is task.fetch.threshold messages buffered: no poll while the buffers hold that many, and
-the consumer's own bounded prefetch then stops fetching too. Pausing a partition is kept for the case
-where that would starve one: when some partition has been dry for a poll interval
-(task.poll.interval.ms) while the buffers are full, the partitions holding their share of the
-threshold or more are paused (until they drain to half of it), their buffers stop counting, and the
-poll goes on for the rest. So the buffers hold at most about twice the threshold. Pausing is the
-last resort because librdkafka drops what it prefetched for a paused partition and fetches it again
-on resume (librdkafka issue 5343): pausing whenever a partition passed its share cost the no-op
-benchmark about a tenth of its throughput in refetches and idle waits.
+The bound is task.fetch.threshold messages buffered: no poll while the buffers hold that many and
+every lane the chooser waits for has something buffered; the consumer's own bounded prefetch then
+stops fetching too. A lane that ran dry lets the polls go on, up to twice the threshold: what it
+needs is usually in the consumer's queue already, behind what it fetched for the others (librdkafka
+fetches up to a megabyte per partition at once, so one fetch of 16 partitions brings about 110,000
+messages of 100 bytes: more than the default threshold, and holding the polls there starved half of
+16 workers on a 16-core machine). Pausing a partition is kept for when that is not enough: when
+some partition has been dry for a poll interval (task.poll.interval.ms) while the buffers hold twice
+the threshold, the partitions holding their share of the threshold or more are paused (until they
+drain to half of it), their buffers stop counting, and the poll goes on for the rest. Pausing is
+the last resort because librdkafka drops what it prefetched for a paused partition and fetches it
+again on resume (librdkafka issue 5343): pausing whenever a partition passed its share cost the
+no-op benchmark about a tenth of its throughput in refetches and idle waits.
 
 Partitions, not lanes, are counted and paused: a partition is what a consumer fetches, so one slow
 lane holds back its partition's siblings (they share one position, as in Samza).
@@ -31,6 +35,8 @@ __all__ = ["HOLD", "POLL", "Backpressure", "Decision"]
 # The smallest share of the threshold a partition gets, however many there are: below it, a
 # partition would be paused with less than a poll's worth buffered.
 MIN_SHARE = 64
+# How far past the threshold the buffers may grow while a lane that ran dry waits for its messages.
+DRY_LANE_LIMIT = 2
 
 
 class Decision(NamedTuple):
@@ -49,10 +55,11 @@ HOLD = Decision(False)
 class Backpressure:
     """The pause and resume policy for the partitions one ``SystemConsumers`` reads."""
 
-    __slots__ = ("_clock", "_interval_s", "_starved_since", "_threshold", "paused", "share")
+    __slots__ = ("_clock", "_interval_s", "_limit", "_starved_since", "_threshold", "paused", "share")
 
     def __init__(self, threshold: int, poll_interval_s: float, clock: Callable[[], float], partitions: int) -> None:
         self._threshold = threshold
+        self._limit = DRY_LANE_LIMIT * threshold
         self._interval_s = poll_interval_s
         self._clock = clock
         # When the buffers were first found full with some partition run dry (None: not so now).
@@ -103,12 +110,15 @@ class Backpressure:
             self._starved_since = None
             # Nothing runs dry: what is buffered keeps the tasks busy.
             return Decision(False, (), resume) if resume else HOLD
-        # A partition ran dry while the others fill the buffers. Usually that passes by itself (the
-        # consumer hands out partitions in turns, and the others drain); it takes a pause when it
-        # lasts a poll interval (a slow task's partition holds the buffers).
+        # A partition ran dry while the others fill the buffers. Usually a poll brings what it needs
+        # (the consumer queued it behind the others' messages), so the polls go on, up to the limit.
         now = self._clock()
         if self._starved_since is None:
             self._starved_since = now
+        if total < self._limit:
+            return Decision(True, (), resume) if resume else POLL
+        # At the limit it takes a pause when the dry spell lasts a poll interval (a slow task's
+        # partition holds the buffers); shorter ones pass as the others drain.
         if now - self._starved_since < self._interval_s:
             return Decision(False, (), resume) if resume else HOLD
         self._starved_since = None

@@ -143,6 +143,10 @@ class SystemConsumers:
         # Messages of key buckets no task here reads, and the time spent computing key buckets.
         self._unowned = metrics.counter("SystemConsumersMetrics", "skipped-envelopes")
         self._keyhash = metrics.timer("SystemConsumersMetrics", "keyhash-ns")
+        # Back-pressure at work: polls not made because the buffers were full, and partitions paused
+        # because one ran dry meanwhile (each pause costs a refetch of what the consumer prefetched).
+        self._held_polls = metrics.counter("SystemConsumersMetrics", "polls-held")
+        self._pauses = metrics.counter("SystemConsumersMetrics", "partition-pauses")
         # Replaced, never resized, when lanes come or go: a reader on another thread (a metrics
         # gauge) iterating it sees the old or the new one. An entry is a message, or a packed run
         # of them (``pack_runs``).
@@ -177,6 +181,7 @@ class SystemConsumers:
         self._held = _Held(self._readers, self._sealed)
         metrics.gauge("SystemConsumersMetrics", "unprocessed-messages", fn=self.buffered)
         metrics.gauge("SystemConsumersMetrics", "ssps-needed-by-chooser", fn=lambda: len(self._needed))
+        metrics.gauge("SystemConsumersMetrics", "paused-partitions", fn=lambda: len(self._pressure.paused))
 
     @property
     def fetching(self) -> bool:
@@ -450,6 +455,7 @@ class SystemConsumers:
         if decision is not POLL:
             self._pause_and_resume(decision)
             if not decision.poll:
+                self._held_polls.inc()
                 return None
         got: list[Lane] = []
         buffers = self._buffers
@@ -556,6 +562,8 @@ class SystemConsumers:
             self._consumers[system].resume(ssps)
         for system, ssps in _by_system(decision.pause).items():
             self._consumers[system].pause(ssps)
+        if decision.pause:
+            self._pauses.inc(len(decision.pause))
 
     # -- loop thread -------------------------------------------------------------------------
     def _on_fetched(self, lanes: list[Lane]) -> None:

@@ -59,14 +59,14 @@ class Clock:
 
 
 def consumers(
-    threshold: int, clock: Clock | None = None, pack_runs: int = 0
+    threshold: int, clock: Clock | None = None, pack_runs: int = 0, metrics: MetricsRegistry | None = None
 ) -> tuple[SystemConsumers, ScriptedConsumer]:
     c = ScriptedConsumer()
     sc = SystemConsumers(
         {"s": c},
         [A, B],
         RoundRobinChooser(),
-        MetricsRegistry(),
+        metrics or MetricsRegistry(),
         threshold,
         50,
         clock=clock or Clock(),
@@ -118,10 +118,13 @@ def test_with_packed_runs_the_threshold_still_counts_messages() -> None:
     assert c.polls == 1
 
 
-def b_full_a_dry(clock: Clock) -> tuple[SystemConsumers, ScriptedConsumer]:
-    """Threshold 400 (a share of 200): B holds 448 buffered, A is needed by the chooser and empty."""
-    sc, c = consumers(threshold=400, clock=clock)
-    c.plan = [{B: 450}]
+def b_full_a_dry(
+    clock: Clock, metrics: MetricsRegistry | None = None, b: int = 850
+) -> tuple[SystemConsumers, ScriptedConsumer]:
+    """Threshold 400 (a share of 200): B holds ``b`` - 2 buffered (the chooser holds one, its task
+    took one), A is needed by the chooser and empty."""
+    sc, c = consumers(threshold=400, clock=clock, metrics=metrics)
+    c.plan = [{B: b}]
     sc.refill()
     sc.choose()
     sc.try_update(B)
@@ -130,19 +133,27 @@ def b_full_a_dry(clock: Clock) -> tuple[SystemConsumers, ScriptedConsumer]:
 
 def test_an_ssp_dry_for_a_poll_interval_pauses_the_full_ones_and_resumes_them_at_half_their_share() -> None:
     clock = Clock()
-    sc, c = b_full_a_dry(clock)
-    # A is needed and empty, B holds 448 >= 400. A dry spell shorter than the poll interval (50 ms)
-    # neither polls nor pauses: the buffered messages keep the tasks busy meanwhile.
+    metrics = MetricsRegistry()
+    sc, c = b_full_a_dry(clock, metrics)
+
+    def counts() -> tuple[int, int, int]:
+        group = metrics.snapshot()["SystemConsumersMetrics"]
+        return group["polls-held"], group["partition-pauses"], group["paused-partitions"]
+
+    # A is needed and empty, B holds 848: twice the threshold. A dry spell shorter than the poll
+    # interval (50 ms) neither polls nor pauses: the buffered messages keep the tasks busy meanwhile.
     c.plan = [{A: 5}]
     sc.refill()
     clock.now = 0.049
     sc.refill()
     assert (c.polls, c.paused) == (1, [])
+    assert counts() == (2, 0, 0)  # operators see the held polls
     # Dry for the whole interval: B is paused and the poll goes on for A.
     clock.now = 0.050
     sc.refill()
     assert c.paused == [[B]]
     assert c.polls == 2
+    assert counts() == (2, 1, 1)
     take(sc, B, len(sc.buffer(B)) - 150)  # 150 left: more than half of the share of 200
     sc.choose()
     take(sc, A, len(sc.buffer(A)))
@@ -154,6 +165,23 @@ def test_an_ssp_dry_for_a_poll_interval_pauses_the_full_ones_and_resumes_them_at
     sc.try_update(A)
     sc.refill()
     assert c.resumed == [[B]]
+    assert counts()[1:] == (1, 0)
+
+
+def test_a_dry_ssp_lets_the_polls_go_on_past_the_threshold_without_a_pause() -> None:
+    metrics = MetricsRegistry()
+    sc, c = b_full_a_dry(Clock(), metrics, b=450)
+    # B holds 448, over the threshold of 400; A is dry. A's messages are likely queued in the
+    # consumer behind B's: the poll goes on at once, and nothing is paused (a pause refetches).
+    c.plan = [{A: 5}]
+    sc.refill()
+    assert c.polls == 2
+    assert len(sc.buffer(A)) == 4  # the chooser holds the fifth
+    assert c.paused == []
+    assert metrics.snapshot()["SystemConsumersMetrics"]["polls-held"] == 0
+    # With A fed, nothing is dry: the poll is held again.
+    assert sc._poll_all(0) is None
+    assert c.polls == 2
 
 
 def test_a_paused_ssp_does_not_hold_back_the_others_while_it_drains() -> None:
@@ -162,10 +190,10 @@ def test_a_paused_ssp_does_not_hold_back_the_others_while_it_drains() -> None:
     c.plan = [{A: 100}, {A: 100}]
     sc.refill()
     clock.now = 0.05
-    sc.refill()  # A dry for a poll interval: B (a slow task's SSP, 448 buffered) is paused
+    sc.refill()  # A dry for a poll interval: B (a slow task's SSP, 848 buffered) is paused
     assert c.paused == [[B]]
     assert c.polls == 2
-    # B still holds 448 (its task is slow), A ran dry again: the poll goes on at once, as B's
+    # B still holds 848 (its task is slow), A ran dry again: the poll goes on at once, as B's
     # frozen buffer no longer counts against the threshold.
     sc.choose()
     take(sc, A, len(sc.buffer(A)))

@@ -63,10 +63,20 @@ def test_full_buffers_with_nothing_dry_hold_the_poll_and_pause_nothing() -> None
     assert bp.paused == set()
 
 
-def test_a_dry_partition_pauses_the_full_ones_only_after_a_whole_poll_interval() -> None:
+def test_a_dry_partition_lets_the_polls_go_on_up_to_twice_the_threshold_pausing_nothing() -> None:
+    clock = Clock()
+    bp = policy(clock=clock)  # threshold 400
+    # What A needs is most likely in the consumer's queue, behind what it fetched for B.
+    assert bp.decide({A: 0, B: 448}, lambda: dry(A)) is POLL
+    clock.now = 10.0
+    assert bp.decide({A: 0, B: 799}, lambda: dry(A)) is POLL
+    assert bp.paused == set()
+
+
+def test_a_dry_partition_pauses_the_full_ones_only_after_a_whole_poll_interval_at_twice_the_threshold() -> None:
     clock = Clock()
     bp = policy(clock=clock)
-    sizes = {A: 0, B: 448}
+    sizes = {A: 0, B: 848}
     assert bp.decide(sizes, lambda: dry(A)) is HOLD
     clock.now = 0.049
     assert bp.decide(sizes, lambda: dry(A)) is HOLD
@@ -78,7 +88,7 @@ def test_a_dry_partition_pauses_the_full_ones_only_after_a_whole_poll_interval()
 def test_only_partitions_holding_their_share_or_more_are_paused() -> None:
     clock = Clock()
     bp = policy(threshold=600, partitions=3, clock=clock)  # a share of 200
-    sizes = {A: 0, B: 401, C: 199}  # 600 in all: full
+    sizes = {A: 0, B: 1001, C: 199}  # 1,200 in all: at twice the threshold
     bp.decide(sizes, lambda: dry(A))
     clock.now = 0.05
     assert bp.decide(sizes, lambda: dry(A)) == Decision(True, pause=(B,))
@@ -87,21 +97,30 @@ def test_only_partitions_holding_their_share_or_more_are_paused() -> None:
 def test_a_dry_spell_broken_by_room_in_the_buffers_starts_over() -> None:
     clock = Clock()
     bp = policy(clock=clock)
-    bp.decide({A: 0, B: 448}, lambda: dry(A))
+    bp.decide({A: 0, B: 848}, lambda: dry(A))
     clock.now = 0.04
     assert bp.decide({A: 0, B: 100}, lambda: dry(A)) is POLL
     clock.now = 0.06
-    assert bp.decide({A: 0, B: 448}, lambda: dry(A)) is HOLD  # dry again since 0.06, not since 0
+    assert bp.decide({A: 0, B: 848}, lambda: dry(A)) is HOLD  # dry again since 0.06, not since 0
     clock.now = 0.11
-    assert bp.decide({A: 0, B: 448}, lambda: dry(A)) == Decision(True, pause=(B,))
+    assert bp.decide({A: 0, B: 848}, lambda: dry(A)) == Decision(True, pause=(B,))
+
+
+def test_a_dry_spell_counts_from_when_the_buffers_passed_the_threshold() -> None:
+    clock = Clock()
+    bp = policy(clock=clock)
+    assert bp.decide({A: 0, B: 448}, lambda: dry(A)) is POLL  # dry since 0, the polls go on
+    clock.now = 0.05
+    # The polls filled the buffers to the limit and A is still dry: a whole interval has passed.
+    assert bp.decide({A: 0, B: 848}, lambda: dry(A)) == Decision(True, pause=(B,))
 
 
 def test_a_paused_partition_resumes_once_it_drained_to_half_its_share() -> None:
     clock = Clock()
     bp = policy(clock=clock)
-    bp.decide({A: 0, B: 448}, lambda: dry(A))
+    bp.decide({A: 0, B: 848}, lambda: dry(A))
     clock.now = 0.05
-    bp.decide({A: 0, B: 448}, lambda: dry(A))
+    bp.decide({A: 0, B: 848}, lambda: dry(A))
     assert bp.decide({A: 0, B: 101}, dry) is POLL
     assert bp.paused == {B}
     assert bp.decide({A: 0, B: 100}, dry) == Decision(True, resume=(B,))
@@ -111,9 +130,9 @@ def test_a_paused_partition_resumes_once_it_drained_to_half_its_share() -> None:
 def test_a_resume_is_decided_even_when_the_poll_is_held() -> None:
     clock = Clock()
     bp = policy(threshold=600, partitions=3, clock=clock)  # a share of 200
-    bp.decide({A: 0, B: 600, C: 0}, lambda: dry(A))
+    bp.decide({A: 0, B: 1200, C: 0}, lambda: dry(A))
     clock.now = 0.05
-    bp.decide({A: 0, B: 600, C: 0}, lambda: dry(A))
+    bp.decide({A: 0, B: 1200, C: 0}, lambda: dry(A))
     assert bp.paused == {B}
     # B drained to half its share, but A and C now fill the buffers and nothing is dry.
     assert bp.decide({A: 300, B: 100, C: 300}, dry) == Decision(False, resume=(B,))
@@ -122,19 +141,19 @@ def test_a_resume_is_decided_even_when_the_poll_is_held() -> None:
 def test_a_paused_partitions_buffers_do_not_count_against_the_threshold() -> None:
     clock = Clock()
     bp = policy(clock=clock)
-    bp.decide({A: 0, B: 448}, lambda: dry(A))
+    bp.decide({A: 0, B: 848}, lambda: dry(A))
     clock.now = 0.05
-    bp.decide({A: 0, B: 448}, lambda: dry(A))
-    # B still holds 448 (a slow task): A alone is under the threshold, so the poll goes on.
-    assert bp.decide({A: 0, B: 448}, lambda: dry(A)) is POLL
+    bp.decide({A: 0, B: 848}, lambda: dry(A))
+    # B still holds 848 (a slow task): A alone is under the threshold, so the poll goes on.
+    assert bp.decide({A: 0, B: 848}, lambda: dry(A)) is POLL
 
 
 def test_a_paused_partition_running_dry_is_not_a_reason_to_pause_more() -> None:
     clock = Clock()
     bp = policy(threshold=600, partitions=3, clock=clock)
-    bp.decide({A: 0, B: 600, C: 0}, lambda: dry(A))
+    bp.decide({A: 0, B: 1200, C: 0}, lambda: dry(A))
     clock.now = 0.05
-    bp.decide({A: 0, B: 600, C: 0}, lambda: dry(A))
+    bp.decide({A: 0, B: 1200, C: 0}, lambda: dry(A))
     assert bp.paused == {B}
     clock.now = 1.0
     # A and C fill the buffers; only B's lanes wait with nothing buffered, and B is paused.
@@ -146,9 +165,9 @@ def test_a_paused_partition_running_dry_is_not_a_reason_to_pause_more() -> None:
 def test_a_forgotten_partition_is_no_longer_paused() -> None:
     clock = Clock()
     bp = policy(clock=clock)
-    bp.decide({A: 0, B: 448}, lambda: dry(A))
+    bp.decide({A: 0, B: 848}, lambda: dry(A))
     clock.now = 0.05
-    bp.decide({A: 0, B: 448}, lambda: dry(A))
+    bp.decide({A: 0, B: 848}, lambda: dry(A))
     bp.forget([B])
     assert bp.paused == set()
     assert bp.decide({A: 0}, dry) is POLL

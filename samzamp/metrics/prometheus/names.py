@@ -26,10 +26,12 @@ A group's per-instance part and a name's per-SSP, per-store or per-operator part
       <store>-restored-records                        samza_task_store_restored_records{store}
       <store>-reverted-records                        samza_task_store_reverted_records{store}
     SystemConsumersMetrics                            samza_consumer_*
-      chose-object, polls, skipped-envelopes          samza_consumer_<name>_total
+      chose-object, polls, skipped-envelopes,         samza_consumer_<name>_total
+      polls-held, partition-pauses
       deserialization error                           samza_consumer_deserialization_errors_total
       keyhash-ns (timer)                              samza_consumer_keyhash_seconds, ..._max_seconds
-      unprocessed-messages, ssps-needed-by-chooser    samza_consumer_<name>
+      unprocessed-messages, ssps-needed-by-chooser,   samza_consumer_<name>
+      paused-partitions
       <ssp>-messages-behind-high-watermark            samza_consumer_messages_behind_high_watermark{system,...}
     SystemProducersMetrics                            samza_producer_*
       serialization error                             samza_producer_serialization_errors_total
@@ -208,6 +210,19 @@ _FIXED: dict[tuple[str, str], tuple[str, Kind, float, str]] = {
     ),
     ("consumer", "chose-object"): ("chose_object", "counter", 1, "Envelopes the chooser handed out."),
     ("consumer", "polls"): ("polls", "counter", 1, "Polls of the consumers."),
+    ("consumer", "polls-held"): (
+        "polls_held",
+        "counter",
+        1,
+        "Polls not made because the buffers held task.fetch.threshold messages.",
+    ),
+    ("consumer", "partition-pauses"): (
+        "partition_pauses",
+        "counter",
+        1,
+        "Partitions paused by back-pressure because another ran dry while the buffers were full.",
+    ),
+    ("consumer", "paused-partitions"): ("paused_partitions", "gauge", 1, "Partitions paused by back-pressure now."),
     ("consumer", "skipped-envelopes"): (
         "skipped_envelopes",
         "counter",
