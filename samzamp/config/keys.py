@@ -491,6 +491,15 @@ KEYS: tuple[KeySpec, ...] = (
         "stores.<name>.lmdb.sync", "bool", True, "fsync LMDB at each commit (false: faster, unsafe on power loss)."
     ),
     KeySpec(
+        "stores.<name>.write.batch.size",
+        "int",
+        10_000,
+        "Keys whose newest write waits before it goes to the changelog (a key written again meanwhile "
+        "sends once); all go at each commit. 1: every write at once.",
+        1,
+        1_000_000,
+    ),
+    KeySpec(
         "stores.<name>.lmdb.checksums",
         "bool",
         True,

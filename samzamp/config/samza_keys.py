@@ -269,11 +269,6 @@ SAMZA_KEYS: tuple[SamzaKey, ...] = (
         "samzamp's stores have no cache in front of LMDB, whose reads are memory-mapped",
     ),
     SamzaKey(
-        "stores.<name>.write.batch.size",
-        "batching writes in the store's cache",
-        "samzamp's stores have no cache in front of LMDB",
-    ),
-    SamzaKey(
         "stores.<name>.changelog.replication.factor",
         "the changelog's replication factor",
         "samzamp creates changelogs with systems.<s>.default.stream.replication.factor",

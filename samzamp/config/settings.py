@@ -412,6 +412,7 @@ class StoreSettings:
     map_size: int
     sync: bool
     checksums: bool = True
+    write_batch_size: int = 1  # keys whose newest write waits before it is sent to the changelog
 
 
 def _stores(config: Config, systems: dict[str, SystemSettings], default_system: str | None) -> dict[str, StoreSettings]:
@@ -472,6 +473,7 @@ def _stores(config: Config, systems: dict[str, SystemSettings], default_system: 
             config.get_int(p + "lmdb.map.size", 64 << 20),
             config.get_bool(p + "lmdb.sync", True),
             config.get_bool(p + "lmdb.checksums", True),
+            config.get_int(p + "write.batch.size", 10_000),
         )
     owner: dict[SystemStream, str] = {}
     for name, s in out.items():

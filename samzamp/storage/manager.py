@@ -267,7 +267,7 @@ class TaskStorage:
         write_offset_file(path, cl_name, offset)
         self._offsets[st.name] = offset
         self.stores[st.name] = LmdbKeyValueStore(
-            st.name, engine, key_serde, msg_serde, self._sender(cl), self.task_name
+            st.name, engine, key_serde, msg_serde, self._sender(cl), self.task_name, st.write_batch_size
         )
         report = RestoreReport(
             st.name, self.task_name, replayed, reverted, local is None, local, offset, time.monotonic() - started
@@ -409,6 +409,12 @@ class TaskStorage:
         return to_changelog
 
     # -- commit + close ---------------------------------------------------------------------------
+    def send_unsent(self) -> None:
+        """Commit step 3, before the changelog producer is flushed: every store's writes that wait
+        to be sent (``stores.<name>.write.batch.size``) go to its changelog."""
+        for store in self.stores.values():
+            store.send_unsent()
+
     def commit(self) -> dict[str, str]:
         """Commit step 4 (the changelog producer is flushed), here and now: ``freeze``, then
         ``apply_frozen`` and ``settle`` on this thread; returns the checkpoint's state markers."""

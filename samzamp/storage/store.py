@@ -1,8 +1,14 @@
 """``LmdbKeyValueStore``: the KeyValueStore a task gets from ``context.get_store`` (Samza's store stack:
 null-safe -> serialized -> logged -> engine), with a write buffer that only a commit applies.
 
-- Every put/delete is sent to the changelog first (a delete as a null value), then kept in the write
-  buffer (SAMZA-1065's order). Reads see the buffer first (read-your-writes), then LMDB.
+- Every put/delete is kept in the write buffer; reads see the buffer first (read-your-writes), then
+  LMDB. Its changelog record (a delete's is a null value) waits among the *unsent* writes, one per
+  key, so a key written again before it goes is sent once, with its newest value (Samza's CachedStore
+  with its write.batch.size, Kafka Streams' record cache): the unsent writes go to the changelog when
+  ``write_batch_size`` keys wait, at each commit before the producer is flushed (``send_unsent``,
+  commit step 3), and before a spill. So the changelog has every write LMDB or a checkpoint will
+  hold before either holds it (SAMZA-1065's order); what was never sent was never applied either,
+  and its input is processed again after a failure. ``write_batch_size`` 1 sends each write at once.
 - ``commit(offset)`` applies the buffer to LMDB in one transaction that also records the changelog
   offset the data now contains. So LMDB on disk is always the state at some commit: never a state
   that no checkpoint covers, which is what lets restore trust it.
@@ -156,6 +162,7 @@ class LmdbKeyValueStore:
         msg_serde: Serde,
         changelog: ChangelogSend | None,
         task: str | None = None,
+        write_batch_size: int = 1,
     ) -> None:
         self.name = name
         self.task = task
@@ -169,6 +176,10 @@ class LmdbKeyValueStore:
         self._msg_serde = msg_serde
         self._changelog = changelog
         self._buffer: dict[bytes, bytes | None] = {}
+        # Writes not yet sent to the changelog, the newest per key (None: there is no changelog, or
+        # each write is sent at once).
+        self._unsent: dict[bytes, bytes | None] | None = {} if changelog is not None and write_batch_size > 1 else None
+        self._batch = write_batch_size
         # The writes of a commit under way (``freeze``), and the changelog offset they reach; read
         # by the task's thread and the applying thread, replaced only by the task's (``settle``).
         self._frozen: dict[bytes, bytes | None] | None = None
@@ -209,8 +220,7 @@ class LmdbKeyValueStore:
         vb = self._msg_to(value)
         if self.failure is not None:
             raise self.failure
-        if self._changelog is not None:
-            self._changelog(kb, vb)
+        self._log(kb, vb)
         self._buffer[kb] = vb
         if len(self._buffer) >= SPILL_AT:
             self._spill()
@@ -223,11 +233,33 @@ class LmdbKeyValueStore:
         kb = self._kb(key)
         if self.failure is not None:
             raise self.failure
-        if self._changelog is not None:
-            self._changelog(kb, None)
+        self._log(kb, None)
         self._buffer[kb] = None
         if len(self._buffer) >= SPILL_AT:
             self._spill()
+
+    def _log(self, kb: bytes, vb: bytes | None) -> None:
+        """The write's changelog record: sent now, or kept as the key's newest unsent write."""
+        unsent = self._unsent
+        if unsent is None:
+            if self._changelog is not None:
+                self._changelog(kb, vb)
+            return
+        unsent[kb] = vb  # a key keeps its place: a restore keeps each key's last record, whatever the order
+        if len(unsent) >= self._batch:
+            self.send_unsent()
+
+    def send_unsent(self) -> None:
+        """Send every unsent write to the changelog, oldest first (commit step 3, before the producer
+        is flushed, and before a spill): after it, the changelog has every write the store holds."""
+        unsent = self._unsent
+        if not unsent:
+            return
+        send = self._changelog
+        assert send is not None
+        self._unsent = {}
+        for kb, vb in unsent.items():
+            send(kb, vb)
 
     def delete_all(self, keys: list[Any]) -> None:
         for k in keys:
@@ -274,6 +306,7 @@ class LmdbKeyValueStore:
             return
         if self._spill_deferred and self.engine.readers_open():
             return
+        self.send_unsent()  # the changelog first, even for writes that only a restart would read
         try:
             self.engine.apply(self._buffer.items(), None)  # dirty until the next commit
         except StoreError as e:
@@ -315,6 +348,11 @@ class LmdbKeyValueStore:
             raise self.failure
         if self._frozen is not None:
             raise RuntimeError(f"store {self.name!r}: a commit froze its writes while the last one was not settled")
+        if self._unsent:
+            raise RuntimeError(
+                f"store {self.name!r}: a commit froze {len(self._unsent)} writes not sent to the changelog "
+                "(send_unsent comes before the producer's flush)"
+            )
         open_readers = self.engine.readers_open()
         if open_readers:
             log.warning(
@@ -369,5 +407,7 @@ class LmdbKeyValueStore:
 
     def close(self) -> None:
         self._buffer.clear()
+        if self._unsent:
+            self._unsent = {}  # never applied either: their input is processed again
         self._frozen = None
         self.engine.close()  # closes iterators still open

@@ -357,8 +357,11 @@ class TaskRuntime:
         return control_state() if control_state is not None else None
 
     def flush_producers(self) -> None:
-        """Step 3: every output and changelog record the task sent acknowledged, or
-        ``SystemFailureError`` saying why the commit stops (``flush_policy.commit_failure``)."""
+        """Step 3: the stores' unsent writes sent, then every output and changelog record the task
+        sent acknowledged, or ``SystemFailureError`` saying why the commit stops
+        (``flush_policy.commit_failure``)."""
+        if self.storage is not None:  # the stores' writes waiting to be sent go first
+            self.storage.send_unsent()
         changelogs = self.storage.changelogs() if self.storage is not None else ()
         result = flush_task_producers(self.collector.producers_used, changelogs)
         failure = commit_failure(self.name, result, self.collector.output_failures)

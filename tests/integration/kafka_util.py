@@ -272,16 +272,18 @@ log.interval.ms = 0
 """
 
 
-def counts_store(changelog: str) -> str:
+def counts_store(changelog: str, write_batch_size: int | None = None) -> str:
     """The TOML of the store "counts" (string keys, long values) the state tests' tasks count in,
-    changelogged to ``changelog`` (system.stream)."""
+    changelogged to ``changelog`` (system.stream); ``write_batch_size``: its
+    stores.counts.write.batch.size (1: one changelog record per write), None for the default."""
+    batch = "" if write_batch_size is None else f"write.batch.size = {write_batch_size}\n"
     return f"""
 [stores.counts]
 factory = "lmdb"
 changelog = "{changelog}"
 key.serde = "string"
 msg.serde = "long"
-"""
+{batch}"""
 
 
 class _RecordFile:

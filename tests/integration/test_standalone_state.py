@@ -2,7 +2,7 @@
 
 Three processors at locations A, B and C, each with its own store directory (a location is a
 machine), run a word count in a changelogged store (``StoreCountTask``, one changelog record per
-message). A task that comes back to its location reuses its local store and replays only the
+message: stores.counts.write.batch.size = 1, so that what a task replays can be counted from its inputs). A task that comes back to its location reuses its local store and replays only the
 changelog records written after the store's offset; a task that arrives at a location without its
 store restores it from the changelog. The numbers of replayed records are asserted exactly, and the
 counts at the end against the input.
@@ -52,7 +52,7 @@ class Job:
             zk_connect,
             debounce_ms=debounce_ms,
             task_class="recording_tasks:StoreCountTask",
-            extra=counts_store(f"kafka.{self.changelog}"),
+            extra=counts_store(f"kafka.{self.changelog}", write_batch_size=1),
             top='"job.host-affinity.enabled" = true',
         )
         self.view = ZkView(zk_connect, self.name)

@@ -24,6 +24,7 @@ from kafka_util import (
     counts_store,
     job_toml,
     produce,
+    read_all,
     read_checkpoint_records,
     read_checkpoints,
     records,
@@ -104,7 +105,8 @@ def test_counts_continue_after_restart_and_a_full_replay_gives_the_same_state(br
     # Without the local stores, the full replay of the changelog gives the same state.
     shutil.rmtree(state)
     log = _run_until(cfg, broker, rec, 6_000, tmp_path / "run-2.log")
-    assert sum(_replayed(log)) >= 6_000  # every write of every task (compaction may drop some on real Kafka)
+    # Every record of every task's changelog: a word's count once per commit (write.batch.size).
+    assert sum(_replayed(log)) == len(read_all(broker.bootstrap_servers, f"counts-log-{unique}", [0, 1, 2, 3]))
     assert _store_contents(state) == _true_counts(6_000)
 
 
@@ -121,9 +123,10 @@ def test_host_affinity_replays_only_what_was_written_after_the_recorded_offset(b
     shutil.rmtree(state / "counts" / "Partition_1")
     shutil.copytree(saved, state / "counts" / "Partition_1")
     log = _run_until(cfg, broker, rec, 3_000, tmp_path / "run-2.log")
-    # Partition 1 processed 250 more messages in run 1, each one changelog write: exactly those replay.
+    # Partition 1 processed 250 more messages in run 1, over all 37 words: its one commit (the clean
+    # stop's) wrote each word's count once (write.batch.size), and exactly those records replay.
     replayed = dict(re.findall(r"store 'counts' of task 'Partition (\d)': .*?replayed (\d+) changelog", log))
-    assert replayed == {"0": "0", "1": "250", "2": "0", "3": "0"}
+    assert replayed == {"0": "0", "1": str(WORDS), "2": "0", "3": "0"}
     assert _store_contents(state) == _true_counts(3_000)
 
 
@@ -242,7 +245,10 @@ def test_restore_gauges_are_reported_wherever_the_task_runs(broker, unique, tmp_
     log = c.log_text()
     replayed = dict(re.findall(r"store 'counts' of task '(Partition \d)': .*?replayed (\d+) changelog", log))
     assert len(replayed) == PARTITIONS
-    assert sum(int(n) for n in replayed.values()) >= 1_000  # a full restore of every write
+    # A full restore of every record the changelogs hold.
+    assert sum(int(n) for n in replayed.values()) == len(
+        read_all(broker.bootstrap_servers, f"counts-log-{unique}", list(range(PARTITIONS)))
+    )
     assert _restore_gauges(log) == {task: (int(n), 0) for task, n in replayed.items()}
 
 
@@ -467,3 +473,33 @@ producer.message.timeout.ms = 2000
         shutil.rmtree(state)
         _run_through(cfg, broker, rec, 0, tmp_path / "run-4.log", over)
         assert _store_contents(state) == _true_counts(n1 + n2)
+
+
+@pytest.mark.parametrize("batch", [None, 1], ids=["default-batch", "batch1"])
+def test_a_key_written_many_times_between_commits_reaches_the_changelog_once_and_restores_exactly(
+    broker, unique, tmp_path: Path, batch: int | None
+) -> None:
+    """stores.<name>.write.batch.size: a key's writes that wait together go to the changelog as its
+    newest one (Samza's CachedStore, Kafka Streams' record cache); 1 sends every write. Either way a
+    full restore from the changelog gives the exact counts."""
+    n = 4_000
+    topic = f"in-{unique}"
+    seed_input(broker.bootstrap_servers, topic, PARTITIONS, n)
+    cfg, rec, state = _store_toml(tmp_path, unique, topic, "StoreCountTask")
+    # No commit comes due while it runs: the only one is the final commit of the clean stop.
+    sets = ["task.commit.ms=600000"] + ([] if batch is None else [f"stores.counts.write.batch.size={batch}"])
+    _run_until(cfg, broker, rec, n, tmp_path / "run-0.log", *sets)
+    assert _store_contents(state) == _true_counts(n)
+    changelog = read_all(broker.bootstrap_servers, f"counts-log-{unique}", list(range(PARTITIONS)))
+    per_partition = Counter(m.partition() for m in changelog)
+    # Each task counted 1,000 inputs over all 37 words: 37 records (each word's final count) when the
+    # writes wait, 1,000 (one a write) when each goes at once.
+    want = WORDS if batch is None else n // PARTITIONS
+    assert per_partition == {p: want for p in range(PARTITIONS)}
+    last = {(m.partition(), m.key().decode()): struct.unpack(">q", m.value())[0] for m in changelog}
+    truth = _true_counts(n)
+    assert last == {(p, w): c for p in range(PARTITIONS) for w, c in truth[f"Partition_{p}"].items()}
+    shutil.rmtree(state)  # a full restore from the changelog alone
+    log = _run_until(cfg, broker, rec, n, tmp_path / "run-1.log", *sets)
+    assert sum(_replayed(log)) == want * PARTITIONS
+    assert _store_contents(state) == truth

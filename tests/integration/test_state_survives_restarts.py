@@ -267,11 +267,13 @@ def test_a_kill_before_the_first_timed_commit_reverts_what_the_run_wrote(
     seed_input(broker.bootstrap_servers, topic, parts, n)
     cfg, rec, state, changelog = _config(tmp_path, unique, topic, "StoreCountTask")
     pool_size = f"job.container.thread.pool.size={pool}"
-    c = Container(cfg, broker.bootstrap_servers, pool_size, "task.commit.ms=600000", log=tmp_path / "run-0.log")
+    # Each write goes to the changelog at once, so the run leaves writes there before any commit.
+    each = "stores.counts.write.batch.size=1"
+    c = Container(cfg, broker.bootstrap_servers, pool_size, each, "task.commit.ms=600000", log=tmp_path / "run-0.log")
     wait_until(lambda: count_lines(rec) >= n // 2, 60, "half processed", c)
     written = lambda: sum(len(v) for v in _changelog(broker.bootstrap_servers, changelog, parts).values())  # noqa: E731
     wait_until(lambda: written() >= n // 4, 60, "changelog writes", c)
     c.kill()
-    log = _run(cfg, broker, rec, count_lines(rec) + n, tmp_path / "run-1.log", parts, pool_size)
+    log = _run(cfg, broker, rec, count_lines(rec) + n, tmp_path / "run-1.log", parts, pool_size, each)
     assert "no checkpoint records" not in log
     assert _store_contents(state) == _word_counts(_produced(parts, n), {p: f"Partition_{p}" for p in range(parts)})

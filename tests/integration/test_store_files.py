@@ -142,8 +142,10 @@ def test_a_value_damaged_while_running_fails_the_task_and_is_never_served_or_cha
     topic = f"in-{unique}"
     seed_input(broker.bootstrap_servers, topic, PARTITIONS, 2_000)
     cfg, rec, state = _store_toml(tmp_path, unique, topic, "CheckpointedStoreCountTask")
+    # Each write goes to the changelog at once: a count computed from the damaged value would be there.
     pool = "job.container.thread.pool.size=2"
-    c = Container(cfg, broker.bootstrap_servers, pool, log=tmp_path / "run-0.log")
+    each = "stores.counts.write.batch.size=1"
+    c = Container(cfg, broker.bootstrap_servers, pool, each, log=tmp_path / "run-0.log")
     last = {(p, 2_000 // PARTITIONS - 1) for p in range(PARTITIONS)}
     wait_until(lambda: last <= {(p, o) for _, p, o in records(rec, "K")}, 120, "every input checkpointed", c)
     truth = _true_counts(2_000)["Partition_1"]["w5"]

@@ -20,9 +20,15 @@ from samzamp.storage.store import LmdbKeyValueStore
 SERDES = SerdeRegistry({})
 
 
-def _store(path: Path, changelog: list | None = None) -> LmdbKeyValueStore:
+def _store(path: Path, changelog: list | None = None, write_batch_size: int = 1) -> LmdbKeyValueStore:
     send = None if changelog is None else (lambda k, v: changelog.append((k, v)))
-    return LmdbKeyValueStore("s", LmdbEngine(path), SERDES.get("string", "k"), SERDES.get("long", "v"), send)
+    return LmdbKeyValueStore(
+        "s", LmdbEngine(path), SERDES.get("string", "k"), SERDES.get("long", "v"), send, None, write_batch_size
+    )
+
+
+def _long(n: int) -> bytes:
+    return n.to_bytes(8, "big")
 
 
 def test_engine_grows_its_map_instead_of_failing(tmp_path: Path) -> None:
@@ -87,6 +93,55 @@ def test_store_reads_its_own_writes_and_changelogs_them_first(tmp_path: Path) ->
     assert s.engine.changelog_offset() == 2
     assert [k for k, _ in s.engine.items()] == [b"b"]
     s.close()
+
+
+def test_a_batch_sends_each_keys_newest_write_once_when_it_fills_and_the_rest_before_a_commit(
+    tmp_path: Path,
+) -> None:
+    log: list = []
+    s = _store(tmp_path, log, write_batch_size=3)
+    s.put("a", 1)
+    s.put("a", 2)
+    s.put("b", 1)
+    s.delete("a")
+    assert log == []  # two keys wait: a (deleted) and b
+    assert s.get("a") is None  # reads see every write meanwhile
+    assert s.get("b") == 1
+    s.put("c", 5)  # the third key fills the batch: each key's newest write goes, once
+    assert log == [(b"a", None), (b"b", _long(1)), (b"c", _long(5))]
+    s.put("b", 9)
+    with pytest.raises(RuntimeError, match="not sent to the changelog"):
+        s.commit(3)  # a commit never applies a write the changelog has not got
+    s.send_unsent()  # what commit step 3 does before the producer's flush
+    assert log[3:] == [(b"b", _long(9))]
+    s.send_unsent()  # nothing waits: nothing is sent
+    assert len(log) == 4
+    s.commit(3)
+    assert dict(s.engine.items()) == {b"b": _long(9), b"c": _long(5)}
+    s.close()
+
+
+def test_a_spill_sends_the_waiting_writes_to_the_changelog_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(store_module, "SPILL_AT", 4)
+    log: list = []
+    s = _store(tmp_path, log, write_batch_size=100)
+    for i in range(4):
+        s.put(f"k{i}", i)
+    # The buffer spilled to LMDB (dirty until the next commit), and the changelog got it before.
+    assert s.engine.count() == 4
+    assert sorted(log) == [(f"k{i}".encode(), _long(i)) for i in range(4)]
+    s.close()
+
+
+def test_closing_a_store_drops_its_unsent_writes_with_the_buffer(tmp_path: Path) -> None:
+    log: list = []
+    s = _store(tmp_path, log, write_batch_size=10)
+    s.put("a", 1)
+    s.close()  # a failure's close: neither the changelog nor LMDB has the write; its input runs again
+    assert log == []
+    assert LmdbEngine(tmp_path).count() == 0
 
 
 def test_store_range_and_all_merge_the_buffer_in_key_order(tmp_path: Path) -> None:

@@ -87,6 +87,9 @@ class Storage:
     def __init__(self, events: list[str], changelog: Producer) -> None:
         self.events, self.changelog = events, changelog
 
+    def send_unsent(self) -> None:
+        self.events.append("send store writes")
+
     def changelogs(self) -> list[Producer]:
         return [self.changelog]
 
@@ -474,6 +477,7 @@ def test_commit_steps_run_in_samzas_order(host: Callable[[Job], Host]) -> None:
     assert job.events == [
         "send out",
         "before_commit",
+        "send store writes",  # the stores' writes that wait go to the changelog before its flush
         "flush outputs",
         "flush changelog",
         "commit stores",
