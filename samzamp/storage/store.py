@@ -41,6 +41,7 @@ One task uses a store, from the thread that runs the task.
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -220,10 +221,7 @@ class LmdbKeyValueStore:
         vb = self._msg_to(value)
         if self.failure is not None:
             raise self.failure
-        self._log(kb, vb)
-        self._buffer[kb] = vb
-        if len(self._buffer) >= SPILL_AT:
-            self._spill()
+        self._write(kb, vb)
 
     def put_all(self, entries: list[tuple[Any, Any]]) -> None:
         for k, v in entries:
@@ -233,33 +231,40 @@ class LmdbKeyValueStore:
         kb = self._kb(key)
         if self.failure is not None:
             raise self.failure
-        self._log(kb, None)
-        self._buffer[kb] = None
-        if len(self._buffer) >= SPILL_AT:
-            self._spill()
+        self._write(kb, None)
 
-    def _log(self, kb: bytes, vb: bytes | None) -> None:
-        """The write's changelog record: sent now, or kept as the key's newest unsent write."""
+    def _write(self, kb: bytes, vb: bytes | None) -> None:
+        """One write (``vb`` None: a delete) into the buffer, and its changelog record sent or left
+        waiting. Every buffered write the changelog has not got waits in ``_unsent``."""
         unsent = self._unsent
         if unsent is None:
             if self._changelog is not None:
-                self._changelog(kb, vb)
-            return
-        unsent[kb] = vb  # a key keeps its place: a restore keeps each key's last record, whatever the order
-        if len(unsent) >= self._batch:
-            self.send_unsent()
+                self._changelog(kb, vb)  # the changelog first: a write it refused is not made
+            self._buffer[kb] = vb
+        else:
+            self._buffer[kb] = vb
+            unsent[kb] = vb  # a key keeps its place: a restore keeps each key's last record, whatever the order
+            if len(unsent) >= self._batch:
+                self.send_unsent()
+        if len(self._buffer) >= SPILL_AT:
+            self._spill()
 
     def send_unsent(self) -> None:
         """Send every unsent write to the changelog, oldest first (commit step 3, before the producer
-        is flushed, and before a spill): after it, the changelog has every write the store holds."""
+        is flushed, and before a spill): after it, the changelog has every write the store holds.
+        A send that raises leaves it and the writes after it waiting (a commit then refuses them)."""
         unsent = self._unsent
         if not unsent:
             return
         send = self._changelog
         assert send is not None
-        self._unsent = {}
-        for kb, vb in unsent.items():
-            send(kb, vb)
+        sent = 0
+        try:
+            for kb, vb in unsent.items():
+                send(kb, vb)
+                sent += 1
+        finally:
+            self._unsent = {} if sent == len(unsent) else dict(itertools.islice(unsent.items(), sent, None))
 
     def delete_all(self, keys: list[Any]) -> None:
         for k in keys:

@@ -135,6 +135,32 @@ def test_a_spill_sends_the_waiting_writes_to_the_changelog_first(
     s.close()
 
 
+def test_a_send_that_fails_leaves_it_and_the_rest_waiting_and_a_commit_refuses_them(tmp_path: Path) -> None:
+    log: list = []
+    refuse = {b"b"}
+
+    def send(k: bytes, v: bytes | None) -> None:
+        if k in refuse:
+            raise RuntimeError("the producer refused it")
+        log.append((k, v))
+
+    s = LmdbKeyValueStore("s", LmdbEngine(tmp_path), SERDES.get("string", "k"), SERDES.get("long", "v"), send, None, 3)
+    s.put("a", 1)
+    s.put("b", 2)
+    with pytest.raises(RuntimeError, match="refused"):
+        s.put("c", 3)  # fills the batch; b's record fails
+    assert log == [(b"a", _long(1))]
+    assert s.get("c") == 3  # the write itself is made: its record waits
+    with pytest.raises(RuntimeError, match="2 writes not sent"):
+        s.commit(0)  # never applied without their records
+    refuse.clear()
+    s.send_unsent()  # the commit's next try
+    assert log[1:] == [(b"b", _long(2)), (b"c", _long(3))]
+    s.commit(2)
+    assert dict(s.engine.items()) == {b"a": _long(1), b"b": _long(2), b"c": _long(3)}
+    s.close()
+
+
 def test_closing_a_store_drops_its_unsent_writes_with_the_buffer(tmp_path: Path) -> None:
     log: list = []
     s = _store(tmp_path, log, write_batch_size=10)
