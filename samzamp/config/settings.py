@@ -412,7 +412,7 @@ class StoreSettings:
     map_size: int
     sync: bool
     checksums: bool = True
-    write_batch_size: int = 1  # keys whose newest write waits before it is sent to the changelog
+    write_batch_size: int = 10_000  # keys whose newest write waits before it is sent to the changelog
 
 
 def _stores(config: Config, systems: dict[str, SystemSettings], default_system: str | None) -> dict[str, StoreSettings]:
