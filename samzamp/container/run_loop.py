@@ -264,6 +264,7 @@ class RunLoop:
         deadline = clock() + SLICE_S
         deadline_ns = time.monotonic_ns() + int(SLICE_S * 1e9)  # runs end with the slice
         refill = consumers.refill
+        fenced = self.fence is not None
         refill()
         for i in range(SLICE):
             # Time is checked only once something was chosen: a refill that took the whole slice
@@ -282,7 +283,7 @@ class RunLoop:
             if raw[0] >= 0 and ti.state.can_process():
                 # The common case: process (or hand to its worker) this envelope and the lane's next ones.
                 ssp = lane.ssp if isinstance(lane, BroadcastLane) else lane
-                envelopes.count += ti.process_run(ssp, raw, consumers.buffer(lane), run_limit, deadline_ns)
+                envelopes.count += ti.process_run(ssp, raw, consumers.buffer(lane), run_limit, deadline_ns, fenced)
                 consumers.try_update(lane)
             else:
                 ti.state.enqueue(chosen)  # behind what the task is still working on (or a marker)

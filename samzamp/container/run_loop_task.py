@@ -96,10 +96,18 @@ class RunLoopTask(Protocol):
 
     # -- process --------------------------------------------------------------------------------
     def process_run(
-        self, ssp: SystemStreamPartition, first: Buffered, buffer: deque[Buffered], limit: int, deadline_ns: int
+        self,
+        ssp: SystemStreamPartition,
+        first: Buffered,
+        buffer: deque[Buffered],
+        limit: int,
+        deadline_ns: int,
+        fenced: bool = False,
     ) -> int:
         """Process (or send) ``first`` and up to ``limit - 1`` more of ``ssp``'s buffered messages
         (the state said PROCESS); a control marker ends the run and stays first in ``buffer``.
+        ``fenced``: the processor may process only while its lease holds (``RunLoop.fence``), so a
+        run done here ends once the clock passes ``deadline_ns``, between messages too.
         Returns how many messages it took."""
 
     def dispatch(self, ssp: SystemStreamPartition, raw: Buffered) -> None:

@@ -150,13 +150,22 @@ class TaskInstance(TaskBase):
         return self.runtime.windowable
 
     def process_run(
-        self, ssp: SystemStreamPartition, first: Buffered, buffer: deque[Buffered], limit: int, deadline_ns: int
+        self,
+        ssp: SystemStreamPartition,
+        first: Buffered,
+        buffer: deque[Buffered],
+        limit: int,
+        deadline_ns: int,
+        fenced: bool = False,
     ) -> int:
         """Process ``first`` and then up to ``limit - 1`` more messages of ``ssp`` straight from its
         fetch buffer, in order, until ``deadline_ns`` (time.monotonic_ns) passes (the state said
         PROCESS). A task that is not run inline takes one. A control marker (end of stream, drain)
         ends a run and stays first in the buffer. A coordinator request is handed to the run loop
-        before the next message, as a one-message run would. Returns how many messages it took.
+        before the next message, as a one-message run would. ``fenced``: the run also ends before a
+        message once the clock passes ``deadline_ns``: a pause between two messages (SIGSTOP, a frozen
+        VM) counts in neither's process time, and a processor continued past its lease must not start
+        the next (the run loop checks the lease before each slice). Returns how many messages it took.
         """
         if not self._inline:  # runs on asyncio or calls back: one message through the callback path
             self.dispatch(ssp, first)
@@ -169,6 +178,8 @@ class TaskInstance(TaskBase):
             # The buffer holds messages only (never packed runs: see ``dispatch``), so its length
             # ends the run on a count rather than on popleft's IndexError (an exception per run).
             next_raw = cast("Callable[[], RawMessage]", buffer.popleft)
+            if fenced:
+                next_raw = _until(deadline_ns, next_raw)
             run = min(limit, len(buffer))
             outcome = rt.process_run(rt.index_of[ssp], next_raw, run, budget_ns if budget_ns > 0 else 0)
         except Exception as e:
@@ -295,3 +306,18 @@ class TaskInstance(TaskBase):
     def after_commit(self) -> None:
         """A commit request may have held completed callbacks back: release them now."""
         self._release(self.callbacks.release_held())
+
+
+def _until(deadline_ns: int, take: Callable[[], RawMessage]) -> Callable[[], RawMessage]:
+    """``take``, which ends the run (an empty buffer's IndexError, nothing taken) once the monotonic
+    clock is past ``deadline_ns``."""
+
+    def next_raw() -> RawMessage:
+        if _now_ns() > deadline_ns:
+            raise IndexError("the run's time is up")
+        return take()
+
+    return next_raw
+
+
+_now_ns = time.monotonic_ns  # the clock a fenced run ends by (a test's to move)

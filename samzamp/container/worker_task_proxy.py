@@ -150,12 +150,19 @@ class WorkerTaskProxy(TaskBase):
         """Nothing to close here: a worker closes the tasks it holds when it stops."""
 
     def process_run(
-        self, ssp: SystemStreamPartition, first: Buffered, buffer: deque[Buffered], limit: int, deadline_ns: int
+        self,
+        ssp: SystemStreamPartition,
+        first: Buffered,
+        buffer: deque[Buffered],
+        limit: int,
+        deadline_ns: int,
+        fenced: bool = False,
     ) -> int:
         """Dispatch ``first`` and up to ``limit - 1`` more of ``ssp``'s buffered messages (the state said
         PROCESS), as far as the in-flight bound and the batch allow; stops before a control marker.
         A packed run (at most task.consumer.batch.size messages) is taken from the chooser whole and
-        handed to ``dispatch``, which splits it only past a small in-flight bound."""
+        handed to ``dispatch``, which splits it only past a small in-flight bound. ``fenced`` is the
+        worker's to honour (its call slot's fence, ``dispatch.process.calls``)."""
         if isinstance(first, PackedRun):
             self.dispatch(ssp, first)
             return len(first.offsets)

@@ -25,6 +25,7 @@ from samzamp.api.task import (
     StreamTask,
     WindowableTask,
 )
+from samzamp.container import task_instance as task_instance_module
 from samzamp.container.task_instance import TaskInstance
 from samzamp.dispatch.adapters import RunnableTask, adapt_task
 from samzamp.dispatch.process import frames as f
@@ -571,3 +572,30 @@ def test_send_time_and_delivery_failures_are_counted_in_one_metric(host: Callabl
     h.process([b"a", b"b"])
     assert h.commit() == {"counts": "7"}
     assert job.runtime.collector.output_failures.failed.count == 2
+
+
+@pytest.mark.parametrize("fenced", [True, False], ids=["fenced", "unfenced"])
+def test_a_fenced_inline_run_starts_no_message_once_the_clock_passed_its_deadline(
+    monkeypatch: pytest.MonkeyPatch, fenced: bool
+) -> None:
+    """A processor with a lease (standalone) may be frozen between two messages of a run, a pause no
+    message's process time holds; continued past its lease, it must not start the next one."""
+    deadline = time.monotonic_ns() + 10_000_000_000  # ten seconds of process time: no bound here
+    now = [0]
+    monkeypatch.setattr(task_instance_module, "_now_ns", lambda: now[0])
+
+    def frozen_after(_collector: Any, _coordinator: Any) -> None:
+        now[0] = deadline + 1  # past the run's deadline, between this message and the next
+
+    job = Job({1: frozen_after})
+    h = InlineHost(job)
+    try:
+        buffer = deque(_raws([b"a", b"b", b"c", b"d"]))
+        taken = h.ti.process_run(SSP, buffer.popleft(), buffer, 256, deadline, fenced)
+        if fenced:
+            assert (taken, job.task.offsets, [r[0] for r in buffer]) == (2, [0, 1], [2, 3])  # c, d wait, in order
+        else:  # without a lease the run's bound is its process time: the pause is nobody's
+            assert (taken, job.task.offsets, list(buffer)) == (4, [0, 1, 2, 3], [])
+        assert h.watermark() == taken - 1
+    finally:
+        h.loop.close()
