@@ -157,12 +157,14 @@ def test_sigkill_at_random_points_leaves_exact_counts(broker, unique, tmp_path: 
     # 20 µs a message and a commit every 100 ms: a run writes a checkpoint after a few thousand
     # messages, however fast the machine, and the input outlasts the kills. Changelog writes reach
     # the broker within 5 ms, not at the 100 ms linger: a kill soon after a checkpoint leaves writes
-    # past it in the changelog, for the restart to revert.
+    # past it in the changelog, for the restart to revert. A write batch of 8 keys (of 37 words a
+    # task) sends records between commits, coalesced: the batch and the revert both meet the kills.
     overrides = (
         f"job.container.thread.pool.size={pool}",
         "test.busy.us=20",
         "task.commit.ms=100",
         "systems.kafka.producer.linger.ms=5",
+        "stores.counts.write.batch.size=8",
     )
     rng = random.Random(4321)
 
